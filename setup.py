@@ -1,0 +1,69 @@
+"""Packaging of skicml. Ranges are the ones verified to install together on
+Python 3.11 (see doc/install.rst); torch itself is not pinned so that users
+keep the build (CPU or CUDA) they already have."""
+
+import os
+import re
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+with open(os.path.join(HERE, "skicml", "__init__.py"), encoding="utf-8") as handle:
+    VERSION = re.search(r'^__version__ = "([^"]+)"', handle.read(), re.M).group(1)
+
+with open(os.path.join(HERE, "README.rst"), encoding="utf-8") as handle:
+    LONG_DESCRIPTION = handle.read()
+
+INSTALL_REQUIRES = [
+    "numpy>=1.26,<2.6",
+    "scipy>=1.11",
+    "scikit-learn>=1.6,<1.10",
+    "pandas>=2.1",
+    "torch>=2.4",
+    "joblib>=1.3",
+    "networkx>=3.2",
+    "skorch>=1.0",
+    "tqdm>=4.64",
+]
+
+EXTRAS = {
+    # open_clip needs torchvision; install the torch/torchvision pair that
+    # matches (see doc/install.rst).
+    "clip": ["open_clip_torch>=2.24", "torchvision>=0.19"],
+    "graph": ["torch_geometric>=2.5"],
+    "chem": ["rdkit>=2023.9"],
+    "test": [
+        "pytest>=8",
+        "pytest-timeout>=2.3",
+        "hypothesis>=6.100",
+        "matplotlib>=3.8",
+        # Triton's interpreter runs the GPU kernels on CPU tensors in CI.
+        "triton>=3.1; platform_system == 'Linux' and platform_machine == 'x86_64'",
+        "build>=1.0",
+    ],
+    "docs": ["sphinx>=7.2", "sphinx-gallery>=0.16", "numpydoc>=1.7", "matplotlib>=3.8"],
+}
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="skicml",
+    version=VERSION,
+    description="Methods of ICML 2025 papers as scikit-learn estimators backed by torch.",
+    long_description=LONG_DESCRIPTION,
+    long_description_content_type="text/x-rst",
+    license="BSD-3-Clause",
+    python_requires=">=3.10",
+    packages=find_packages(include=["skicml", "skicml.*"]),
+    include_package_data=True,
+    package_data={"skicml": ["*/_weights/*.pt", "*/_data/*", "*/_weights/*.json"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["skicml = skicml.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Intended Audience :: Science/Research",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,175 @@
+"""The ``skicml`` command line: ``info``, ``tour`` and ``pretrain``.
+
+Method families plug into it through two small registries:
+
+- ``TOUR_MODULES``: modules exposing ``tour_entries()``, a list of
+  :class:`TourEntry`, so ``skicml tour`` grows as families land;
+- ``PRETRAIN_RECIPES``: ``name -> "module:function"`` of the recipes behind
+  ``skicml pretrain <name>``; each function takes the remaining arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
+
+#: Modules with a ``tour_entries()`` function, one per method family.
+TOUR_MODULES: list = []
+
+#: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
+PRETRAIN_RECIPES: dict = {}
+
+
+@dataclass
+class TourEntry:
+    """One row of ``skicml tour``: a method and the baseline it is compared to.
+
+    ``run()`` fits both on offline data and returns a dict with ``score``
+    (the method), ``baseline_score``, and optionally ``seconds`` and
+    ``baseline_seconds``.
+    """
+
+    method: str
+    task: str
+    metric: str
+    baseline: str
+    run: callable = field(repr=False)
+
+
+def _versions():
+    import numpy
+    import sklearn
+    import torch
+
+    import skicml
+
+    rows = [
+        ("skicml", skicml.__version__),
+        ("python", platform.python_version()),
+        ("numpy", numpy.__version__),
+        ("scikit-learn", sklearn.__version__),
+        ("torch", torch.__version__),
+    ]
+    for optional in ("skorch", "triton", "open_clip", "torch_geometric", "rdkit"):
+        try:
+            module = importlib.import_module(optional)
+            rows.append((optional, getattr(module, "__version__", "installed")))
+        except Exception:  # noqa: BLE001 - an optional extra that is absent or broken
+            rows.append((optional, "not installed"))
+    return rows
+
+
+def _table(header, rows):
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)), line]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def cmd_info(args):
+    import torch
+
+    from . import _weights
+    from .base import resolve_device
+    from .utils import all_estimators
+
+    print(_table(("package", "version"), _versions()))
+    print()
+    device = resolve_device("auto")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    print(f"device: {device} ({name}), torch threads: {torch.get_num_threads()}")
+    print()
+    estimators = [n for n, _ in all_estimators()]
+    print(f"estimators ({len(estimators)}): {', '.join(estimators) if estimators else 'none yet'}")
+    print()
+    shipped = _weights.available_weights()
+    if not shipped:
+        print("shipped models: none yet")
+        return 0
+    print("shipped models:")
+    for entry in shipped.values():
+        if not entry.is_installed():
+            print(f"  {entry.name}: MISSING ({entry.filename})")
+            continue
+        provenance = _weights.load_weights(entry.name)["provenance"]
+        print(f"  {entry.name}: {entry.description}")
+        for key, value in sorted(provenance.items()):
+            print(f"      {key}: {value}")
+    return 0
+
+
+def _tour_entries():
+    entries = []
+    for module_name in TOUR_MODULES:
+        module = importlib.import_module(module_name)
+        entries.extend(module.tour_entries())
+    return entries
+
+
+def cmd_tour(args):
+    from .base import progress
+
+    entries = _tour_entries()
+    if args.only:
+        entries = [e for e in entries if args.only.lower() in e.method.lower()]
+    if not entries:
+        print(
+            "skicml tour: no estimator is available yet, so there is nothing to "
+            "fit. The tour grows as method families land."
+        )
+        return 0
+    rows = []
+    start = time.perf_counter()
+    for entry in progress(entries, verbose=1, desc="tour", unit="method"):
+        result = entry.run()
+        rows.append((
+            entry.method, entry.task, entry.metric,
+            f"{result['score']:.4f}", entry.baseline, f"{result['baseline_score']:.4f}",
+            f"{result.get('seconds', float('nan')):.1f}",
+        ))
+    print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds"), rows))
+    print(f"\ntotal {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def cmd_pretrain(args, extra):
+    if args.recipe is None or args.recipe not in PRETRAIN_RECIPES:
+        known = ", ".join(sorted(PRETRAIN_RECIPES)) or "none yet"
+        if args.recipe is not None:
+            print(f"skicml pretrain: unknown recipe {args.recipe!r}; available: {known}", file=sys.stderr)
+            return 2
+        print(f"available pretraining recipes: {known}")
+        return 0
+    module_name, function = PRETRAIN_RECIPES[args.recipe].split(":")
+    return getattr(importlib.import_module(module_name), function)(extra) or 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="skicml", description="Methods of ICML 2025 papers as scikit-learn estimators."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="versions, device, estimators and shipped models")
+    tour = sub.add_parser("tour", help="fit every available estimator on offline data")
+    tour.add_argument("--only", help="run only the methods whose name contains this")
+    pretrain = sub.add_parser("pretrain", help="pretrain a shipped model (recipe arguments follow)")
+    pretrain.add_argument("recipe", nargs="?", help="recipe name; omit to list them")
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the ``skicml`` console script."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "pretrain":
+        return cmd_pretrain(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return {"info": cmd_info, "tour": cmd_tour}[args.command](args)

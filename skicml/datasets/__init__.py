@@ -1,0 +1,8 @@
+"""Offline data for skicml: ``make_*`` synthetic generators and ``load_*``
+readers of data that installed packages ship. Nothing here downloads.
+
+The method families add their generators here (``make_shape_scenes``,
+``make_wearable_cohort``, ...) as they land.
+"""
+
+__all__ = []

@@ -1,0 +1,12 @@
+"""Custom operators of skicml, registered under the ``skicml::`` namespace.
+
+Each op lives in its own module with a plain-torch reference (the CPU kernel),
+a fake implementation for tracing, an autograd formula where training needs
+one, and a GPU kernel registered for CUDA tensors. See the "Custom ops" page
+of the documentation for the pattern and :mod:`skicml.ops.testing` for the
+test helper every op's tests call.
+"""
+
+from ._rms_norm import rms_norm, rms_norm_reference
+
+__all__ = ["rms_norm", "rms_norm_reference"]

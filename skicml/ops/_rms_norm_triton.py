@@ -1,0 +1,32 @@
+"""Triton kernel of ``skicml::rms_norm``: one program normalises one row.
+
+Imported lazily (only when a CUDA tensor reaches the op, or by the tests under
+``TRITON_INTERPRET=1``, which must be set before this module is imported).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    mean_square = tl.sum(x * x, axis=0) / n_cols
+    y = x * (1.0 / tl.sqrt(mean_square + eps)) * w
+    tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_norm_triton(x, weight, eps=1e-6):
+    """Launch the kernel over the rows of ``x`` (any leading shape)."""
+    n_cols = x.shape[-1]
+    rows = x.reshape(-1, n_cols).contiguous()
+    out = torch.empty_like(rows)
+    if rows.shape[0]:
+        block = triton.next_power_of_2(n_cols)
+        _rms_norm_kernel[(rows.shape[0],)](rows, weight.contiguous(), out, n_cols, eps, BLOCK=block)
+    return out.reshape(x.shape)

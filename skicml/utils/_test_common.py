@@ -1,0 +1,43 @@
+"""Test-time settings of every estimator, in one place.
+
+Like scikit-learn's instance generator: the common tests build each estimator
+with :data:`TEST_PARAMS` (tiny models, few epochs) and the data of
+:data:`TEST_DATA` when the estimator's 2-D path needs a particular layout.
+Checks an estimator cannot pass are declared in its tags
+(``expected_failed_checks``), not here.
+"""
+
+from sklearn.utils import get_tags
+
+from .discovery import all_estimators
+
+__all__ = ["TEST_DATA", "TEST_PARAMS", "construct_instance", "expected_failed_checks", "estimators_under_test"]
+
+#: Constructor arguments used by the tests, by class name.
+TEST_PARAMS = {
+    "_TinyMLPClassifier": dict(max_epochs=40, random_state=0, device="cpu"),
+}
+
+#: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than
+#: a generic feature matrix, by class name.
+TEST_DATA = {}
+
+
+def construct_instance(cls):
+    """An instance of ``cls`` with its test-time parameters."""
+    return cls(**TEST_PARAMS.get(cls.__name__, {}))
+
+
+def estimators_under_test(include_self_test=True):
+    """Test instances of every public estimator, plus the machinery's self-test."""
+    estimators = [construct_instance(cls) for _, cls in all_estimators()]
+    if include_self_test:
+        from ._testing import _TinyMLPClassifier
+
+        estimators.append(construct_instance(_TinyMLPClassifier))
+    return estimators
+
+
+def expected_failed_checks(estimator):
+    """The checks ``estimator`` declares it cannot pass, with reasons."""
+    return dict(getattr(get_tags(estimator), "expected_failed_checks", {}) or {})

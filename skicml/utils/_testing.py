@@ -1,0 +1,115 @@
+"""A minimal estimator built on :mod:`skicml.base`, for testing the machinery.
+
+It is deliberately the smallest complete example of the estimator pattern
+(validation, seeding, the shared training loop, fitted attributes, predict
+under inference mode), so the common test suite can prove the shared
+machinery passes scikit-learn's checks before any method lands on it. It is
+private and not listed by :func:`skicml.utils.all_estimators`.
+"""
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..base import TorchEstimatorMixin, fit_module, seeded, to_tensor
+
+
+class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """One-hidden-layer perceptron trained by :func:`skicml.base.fit_module`.
+
+    Parameters
+    ----------
+    hidden_size : int, default=16
+    max_epochs : int, default=40
+    batch_size : int, default=64
+    lr : float, default=1e-2
+    validation_fraction : float or None, default=None
+    n_iter_no_change : int or None, default=None
+    device : str, default="auto"
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    module_ : torch.nn.Module
+    loss_curve_ : list of float
+    n_iter_ : int
+    """
+
+    def __init__(self, hidden_size=16, max_epochs=40, batch_size=64, lr=1e-2,
+                 validation_fraction=None, n_iter_no_change=None, device="auto",
+                 random_state=None, verbose=0):
+        self.hidden_size = hidden_size
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in the "
+                f"data; got 1 class ({self.classes_[0]!r})."
+            )
+        self.mean_ = X.mean(axis=0)
+        self.scale_ = np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+        seed = self._seed()
+        with seeded(seed):
+            module = torch.nn.Sequential(
+                torch.nn.Linear(X.shape[1], self.hidden_size),
+                torch.nn.Tanh(),
+                torch.nn.Linear(self.hidden_size, len(self.classes_)),
+            ).double()
+        device = self._device()
+        self.module_, history = fit_module(
+            module,
+            to_tensor((X - self.mean_) / self.scale_, dtype="float64"),
+            torch.as_tensor(codes, dtype=torch.long),
+            loss="cross_entropy",
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            validation_fraction=self.validation_fraction,
+            stratify=self.validation_fraction is not None,
+            n_iter_no_change=self.n_iter_no_change,
+            device=device,
+            seed=seed,
+            verbose=self.verbose,
+            desc=type(self).__name__,
+        )
+        self.loss_curve_ = history.train_loss
+        self.n_iter_ = history.n_epochs
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        device = self._device()
+        module = self.module_.to(device)
+        with torch.inference_mode():
+            logits = module(to_tensor((X - self.mean_) / self.scale_, dtype="float64", device=device))
+        logits = logits.cpu().numpy()
+        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
+
+    def predict_proba(self, X):
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            scores = np.column_stack([-scores, scores]) / 2
+        scores = scores - scores.max(axis=1, keepdims=True)
+        proba = np.exp(scores)
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]

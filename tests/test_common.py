@@ -1,0 +1,81 @@
+"""Common tests of every public skicml estimator.
+
+scikit-learn's checks run through ``estimator_checks_generator`` so that each
+check is its own test; checks an estimator declares it cannot pass (in its
+tags, with a reason) are expected failures. Because scikit-learn silently
+yields no checks for an estimator whose tags deny 2-D input, the suite also
+asserts that every estimator really ran at least ``MIN_CHECKS`` of them.
+"""
+
+from collections import Counter
+
+import pytest
+from sklearn.utils.estimator_checks import check_estimator, estimator_checks_generator
+
+from skicml.utils._test_common import expected_failed_checks, estimators_under_test
+from skicml.utils.estimator_checks import yield_skicml_checks
+
+MIN_CHECKS = 30
+ESTIMATORS = estimators_under_test()
+_PASSED = Counter()
+
+
+def _check_id(estimator, check):
+    name = getattr(check, "__name__", None) or getattr(check, "func").__name__
+    return f"{type(estimator).__name__}-{name}"
+
+
+def _sklearn_checks():
+    for estimator in ESTIMATORS:
+        for est, check in estimator_checks_generator(
+            estimator, legacy=True, expected_failed_checks=expected_failed_checks(estimator),
+            mark="xfail",
+        ):
+            yield pytest.param(est, check, id=_check_id(est, check))
+
+
+@pytest.mark.parametrize("estimator, check", list(_sklearn_checks()))
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+    _PASSED[type(estimator).__name__] += 1
+
+
+@pytest.mark.parametrize(
+    "estimator", ESTIMATORS, ids=[type(e).__name__ for e in ESTIMATORS]
+)
+def test_estimator_ran_enough_checks(estimator):
+    name = type(estimator).__name__
+    passed = _PASSED[name]
+    if passed == 0:
+        # The checks were deselected in this session: run them all here so that
+        # the count is never taken on faith.
+        statuses = Counter()
+
+        def record(*, status, **_):
+            statuses[status] += 1
+
+        check_estimator(
+            estimator, expected_failed_checks=expected_failed_checks(estimator),
+            on_fail=None, on_skip=None, callback=record,
+        )
+        passed = statuses["passed"]
+    assert passed >= MIN_CHECKS, (
+        f"only {passed} scikit-learn checks passed for {name}; does it deny 2-D input?"
+    )
+
+
+def _skicml_checks():
+    for estimator in ESTIMATORS:
+        for check in yield_skicml_checks(estimator):
+            yield pytest.param(estimator, check, id=_check_id(estimator, check))
+
+
+@pytest.mark.parametrize("estimator, check", list(_skicml_checks()))
+def test_skicml_common(estimator, check):
+    check(estimator)
+
+
+def test_every_estimator_declares_reasons():
+    for estimator in ESTIMATORS:
+        for check, reason in expected_failed_checks(estimator).items():
+            assert isinstance(reason, str) and len(reason) > 10, (type(estimator).__name__, check)

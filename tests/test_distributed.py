@@ -1,0 +1,69 @@
+"""The shared training loop under DDP: two processes, gloo, launched by torchrun."""
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.distributed
+
+WORKER = textwrap.dedent('''
+    import json, os, sys
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from skicml.base import fit_module, seeded
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    rng = np.random.RandomState(0)
+    X = torch.from_numpy(rng.randn(203, 4).astype(np.float32))
+    y = (X[:, 0] - X[:, 2] > 0).long()
+    with seeded(0):
+        module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    module, history = fit_module(
+        module, X, y, max_epochs=int(sys.argv[2]), batch_size=16, lr=1e-2,
+        validation_fraction=0.2, stratify=True, n_iter_no_change=int(sys.argv[3]), seed=0,
+    )
+    with torch.no_grad():
+        accuracy = float((module(X).argmax(1) == y).float().mean())
+    flat = torch.cat([p.detach().flatten() for p in module.parameters()]).tolist()
+    with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
+        json.dump({"params": flat, "accuracy": accuracy, "epochs": history.n_epochs,
+                   "valid": history.valid_loss}, f)
+    dist.destroy_process_group()
+''')
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run(tmp_path, max_epochs, patience):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+        str(script), str(tmp_path), str(max_epochs), str(patience),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_ddp_training_keeps_ranks_in_step(tmp_path):
+    rank0, rank1 = _run(tmp_path, max_epochs=40, patience=4)
+    # DDP averages gradients, so both ranks hold the same weights...
+    assert rank0["params"] == pytest.approx(rank1["params"], abs=1e-6)
+    # ...and early stopping, fed the rank-averaged validation loss, stops both
+    # at the same epoch (a rank stopping alone would hang the other).
+    assert rank0["epochs"] == rank1["epochs"]
+    assert rank0["valid"] == pytest.approx(rank1["valid"])
+    assert rank0["accuracy"] > 0.9
