@@ -1,0 +1,30 @@
+"""Every gallery example runs, in its own process, within a minute."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").rglob("plot_*.py"))
+
+
+def test_examples_exist():
+    assert EXAMPLES
+    for folder in {path.parent for path in EXAMPLES} | {ROOT / "examples"}:
+        assert (folder / "README.txt").is_file(), f"{folder} needs a README.txt for the gallery"
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(script, tmp_path):
+    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="2")
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert elapsed < 60, f"{script.name} took {elapsed:.0f} s; examples must run in under 60 s"

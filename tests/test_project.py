@@ -1,0 +1,83 @@
+"""The promises of the project files: README commands, CI, packaging, docs."""
+
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from skicml.utils import all_estimators
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _readme_commands():
+    text = (ROOT / "README.rst").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("python3 -m venv")]
+
+
+def test_readme_gives_install_and_test_commands():
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("skicml tour")
+    assert "[test]" in commands[1] and "pytest" in commands[1]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert _readme_commands()[1] in ci_lines
+
+
+def test_all_estimators_lists_public_classes_only():
+    for name, cls in all_estimators():
+        assert not name.startswith("_") and cls.__module__.startswith("skicml.")
+    assert "_TinyMLPClassifier" not in dict(all_estimators())
+    with pytest.raises(ValueError, match="type_filter"):
+        all_estimators(type_filter="spaceship")
+
+
+def test_no_runtime_downloads_in_package():
+    pattern = re.compile(r"hf_hub_download|snapshot_download|urlretrieve|requests\.get\(|urlopen\(")
+    offenders = [
+        str(path.relative_to(ROOT)) for path in (ROOT / "skicml").rglob("*.py")
+        if pattern.search(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_wheel_ships_package_data(tmp_path):
+    """``python -m build`` puts shipped weights into the wheel."""
+    pytest.importorskip("build")
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("setup.py", "setup.cfg", "MANIFEST.in", "README.rst"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "skicml", source / "skicml", ignore=shutil.ignore_patterns("__pycache__"))
+    # A family with a weights file, as pretraining recipes write them.
+    family = source / "skicml" / "probefamily"
+    (family / "_weights").mkdir(parents=True)
+    (family / "__init__.py").write_text("")
+    (family / "_weights" / "probe.pt").write_bytes(b"\0" * 1024)
+    result = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
+         str(source)], capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("skicml-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "skicml/probefamily/_weights/probe.pt" in names
+    assert "skicml/ops/_rms_norm_triton.py" in names
+    assert any(n.endswith("entry_points.txt") for n in names)
+
+
+@pytest.mark.slow
+def test_docs_build_offline(tmp_path):
+    pytest.importorskip("sphinx")
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", "-D", "plot_gallery=0",
+         str(ROOT / "doc"), str(tmp_path / "html")], capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
