@@ -41,6 +41,11 @@ EXTRAS = {
         # Triton's interpreter runs the GPU kernels on CPU tensors in CI.
         "triton>=3.1; platform_system == 'Linux' and platform_machine == 'x86_64'",
         "build>=1.0",
+        # what tabicl==0.1.4's network needs: the parity tests install that
+        # package with --no-deps (see README.rst).
+        "einops>=0.7",
+        "psutil>=5.9",
+        "huggingface_hub>=0.20",
     ],
     "docs": ["sphinx>=7.2", "sphinx-gallery>=0.16", "numpydoc>=1.7", "matplotlib>=3.8"],
 }

@@ -1,0 +1,149 @@
+"""Pre-norm attention blocks: multi-head attention with an optional
+"split" mask and rotary embeddings, and the induced self-attention block of
+the Set Transformer.
+
+Parameter names follow :class:`torch.nn.TransformerEncoderLayer` with the
+attention renamed ``attn`` (``attn.in_proj_weight``, ``attn.out_proj``,
+``linear1``, ``linear2``, ``norm1``, ``norm2``), which is the layout TabICL's
+checkpoints use.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["InducedSelfAttentionBlock", "MultiheadAttentionBlock", "PackedMultiheadAttention"]
+
+
+class PackedMultiheadAttention(nn.Module):
+    """Multi-head attention with one packed QKV projection.
+
+    ``split`` (an int ``s``) gives the prefix mask used for in-context
+    learning: queries before ``s`` attend to keys before ``s``; queries from
+    ``s`` on attend only to keys before ``s``.
+    """
+
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}.")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim))
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+
+    def _heads(self, x):
+        return x.unflatten(-1, (self.num_heads, -1)).transpose(-3, -2)
+
+    def _merge(self, x):
+        return x.transpose(-3, -2).flatten(-2)
+
+    def project_query(self, x):
+        w, b = self.in_proj_weight[: self.embed_dim], self.in_proj_bias[: self.embed_dim]
+        return self._heads(F.linear(x, w, b))
+
+    def project_key_value(self, key, value=None):
+        e = self.embed_dim
+        value = key if value is None else value
+        k = F.linear(key, self.in_proj_weight[e: 2 * e], self.in_proj_bias[e: 2 * e])
+        v = F.linear(value, self.in_proj_weight[2 * e:], self.in_proj_bias[2 * e:])
+        return self._heads(k), self._heads(v)
+
+    def attend(self, q, k, v, mask=None):
+        """Attention of projected heads; returns the output projection."""
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out_proj(self._merge(out))
+
+    def forward(self, query, key, value, key_padding_mask=None, split=None, rope=None):
+        q = self.project_query(query)
+        k, v = self.project_key_value(key, value)
+        if rope is not None:
+            q, k = rope(q), rope(k)
+        if split is not None:
+            k_ctx, v_ctx = k[..., :split, :], v[..., :split, :]
+            return self.attend(q, k_ctx, v_ctx)
+        mask = None
+        if key_padding_mask is not None:
+            # (..., L_k) True = ignore  ->  additive (..., 1, 1, L_k)
+            mask = torch.zeros(key_padding_mask.shape, dtype=q.dtype, device=q.device)
+            mask = mask.masked_fill(key_padding_mask, float("-inf")).unsqueeze(-2).unsqueeze(-2)
+        return self.attend(q, k, v, mask)
+
+
+class MultiheadAttentionBlock(nn.Module):
+    """Pre-norm transformer block: ``x + attn(norm1(q), norm1(kv))`` then
+    ``x + ffn(norm2(x))``.
+
+    The same ``norm1`` normalises queries and keys/values. The output
+    projection and the second FFN layer start at zero, so a fresh block is
+    the identity.
+
+    Parameters
+    ----------
+    d_model : int
+    nhead : int
+    dim_feedforward : int
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward):
+        super().__init__()
+        self.attn = PackedMultiheadAttention(d_model, nhead)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        for tensor in (self.attn.out_proj.weight, self.attn.out_proj.bias, self.linear2.weight, self.linear2.bias):
+            nn.init.zeros_(tensor)
+
+    def feed_forward(self, x):
+        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
+
+    def forward(self, q, kv=None, key_padding_mask=None, split=None, rope=None):
+        """``kv=None`` is self-attention; ``split`` the in-context prefix mask."""
+        normed_q = self.norm1(q)
+        normed_kv = normed_q if kv is None else self.norm1(kv)
+        x = q + self.attn(normed_q, normed_kv, normed_kv, key_padding_mask, split, rope)
+        return self.feed_forward(x)
+
+    # -- cached in-context attention: keys/values of the context computed once
+    def context_key_value(self, context):
+        """Keys and values of the (already computed) context rows."""
+        return self.attn.project_key_value(self.norm1(context))
+
+    def forward_with_context(self, q, key, value):
+        """Queries attending only to precomputed context keys and values."""
+        x = q + self.attn.attend(self.attn.project_query(self.norm1(q)), key, value)
+        return self.feed_forward(x)
+
+
+class InducedSelfAttentionBlock(nn.Module):
+    """Induced set attention (ISAB): ``num_inds`` learned vectors summarise the
+    context rows (``multihead_attn1``), then every row reads the summary
+    (``multihead_attn2``). Linear in the number of rows.
+
+    Only the first ``train_size`` rows are summarised, so test rows never
+    influence each other or the training rows.
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward, num_inds):
+        super().__init__()
+        self.multihead_attn1 = MultiheadAttentionBlock(d_model, nhead, dim_feedforward)
+        self.multihead_attn2 = MultiheadAttentionBlock(d_model, nhead, dim_feedforward)
+        self.ind_vectors = nn.Parameter(torch.empty(num_inds, d_model))
+        nn.init.trunc_normal_(self.ind_vectors, std=0.02)
+
+    def summarise(self, context):
+        """The inducing summary (..., num_inds, d) of context rows (..., n, d)."""
+        inducing = self.ind_vectors.expand(*context.shape[:-2], *self.ind_vectors.shape)
+        return self.multihead_attn1(inducing, context)
+
+    def read(self, rows, summary):
+        return self.multihead_attn2(rows, summary)
+
+    def forward(self, src, train_size=None):
+        context = src if train_size is None else src[..., :train_size, :]
+        return self.read(src, self.summarise(context))

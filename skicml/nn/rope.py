@@ -1,0 +1,48 @@
+"""Rotary position embedding (RoFormer) over interleaved pairs of channels."""
+
+import torch
+from torch import nn
+
+__all__ = ["RotaryEmbedding", "apply_rotary"]
+
+
+def _rotate_pairs(x):
+    # (x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...)
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+def apply_rotary(x, angles):
+    """Rotate channel pairs of ``x`` (..., L, dim) by ``angles`` (L, dim)."""
+    dtype = x.dtype
+    return (x * angles.cos() + _rotate_pairs(x) * angles.sin()).to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary embedding of head dimension ``dim`` with base ``theta``.
+
+    Channel pair ``i`` rotates by ``position / theta**(2i/dim)``; positions are
+    the token indices ``0..L-1`` of the rotated axis. ``freqs`` is a frozen
+    parameter (it is saved in the state dict, as in TabICL's checkpoints).
+
+    Parameters
+    ----------
+    dim : int
+        Head dimension (even).
+    theta : float, default=10000
+    """
+
+    def __init__(self, dim, theta=10000.0):
+        super().__init__()
+        if dim % 2:
+            raise ValueError(f"RotaryEmbedding needs an even head dimension, got {dim}.")
+        freqs = 1.0 / theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim)
+        self.freqs = nn.Parameter(freqs, requires_grad=False)
+
+    def angles(self, length, device=None):
+        positions = torch.arange(length, device=device or self.freqs.device, dtype=self.freqs.dtype)
+        return torch.outer(positions, self.freqs).repeat_interleave(2, dim=-1)
+
+    def forward(self, x):
+        """Rotate ``x`` of shape (..., L, dim) along its second-to-last axis."""
+        return apply_rotary(x, self.angles(x.shape[-2], x.device))
