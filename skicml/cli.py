@@ -23,7 +23,9 @@ __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 TOUR_MODULES: list = []
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
-PRETRAIN_RECIPES: dict = {}
+PRETRAIN_RECIPES: dict = {
+    "tabicl": "skicml.tabicl._pretrain:main",
+}
 
 
 @dataclass
