@@ -1,0 +1,21 @@
+"""TabICL (Qu et al., ICML 2025): tabular classification by in-context learning.
+
+- :class:`TabICLClassifier`: the estimator, with the shipped pretrained model.
+- :class:`TabICLEmbedder`: label-free row representations for pipelines.
+- :class:`TabICLModel`: the network (official v0.1.x config keys and state-dict names).
+- :mod:`skicml.tabicl.prior`: the synthetic prior the shipped model is pretrained on.
+"""
+
+from .._weights import register_weights
+from ._classifier import TabICLClassifier, TabICLEmbedder
+from ._model import TabICLModel
+
+__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel"]
+
+register_weights(
+    "tabicl-small",
+    "skicml.tabicl",
+    "_weights/tabicl_small.pt",
+    sha256="5fe2057a9a9475139c2d4a1028d7510eddcb5d249c9b52547e90761d45a05482",
+    description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
+)

@@ -16,6 +16,8 @@ __all__ = ["TEST_DATA", "TEST_PARAMS", "construct_instance", "expected_failed_ch
 #: Constructor arguments used by the tests, by class name.
 TEST_PARAMS = {
     "_TinyMLPClassifier": dict(max_epochs=40, random_state=0, device="cpu"),
+    "TabICLClassifier": dict(n_estimators=2, random_state=0, device="cpu"),
+    "TabICLEmbedder": dict(n_estimators=2, random_state=0, device="cpu"),
 }
 
 #: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than

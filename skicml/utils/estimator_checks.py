@@ -139,11 +139,11 @@ def check_rejects_bad_input(estimator, X, y):
     """NaN/inf (unless allowed), empty input, wrong width and wrong ndim raise clearly."""
     X = np.asarray(X, dtype=np.float64)
     tags = get_tags(estimator)
-    if not tags.input_tags.allow_nan:
-        for bad in (np.nan, np.inf):
-            X_bad = X.copy()
-            X_bad[0, 0] = bad
-            _fit_expecting_value_error(estimator, X_bad, y, ("nan", "infinity", "inf"))
+    # NaN may be allowed (as missing values); infinity never is.
+    for bad in (np.inf,) if tags.input_tags.allow_nan else (np.nan, np.inf):
+        X_bad = X.copy()
+        X_bad[0, 0] = bad
+        _fit_expecting_value_error(estimator, X_bad, y, ("nan", "infinity", "inf"))
     _fit_expecting_value_error(estimator, X[:0], None if y is None else y[:0],
                                ("0 sample", "empty", "minimum of"))
     fitted = clone(estimator).fit(X, y)

@@ -99,3 +99,71 @@ def test_group_sizes_match_official():
         assignments, groups = icl._grouping(k)
         assert class_group_sizes(k) == np.bincount(assignments.numpy(), minlength=groups).tolist()
     assert class_group_sizes(25) == [9, 8, 8]
+
+
+def test_classifier_matches_official_estimator(tmp_path):
+    """End to end, preprocessing and ensembling included: the same checkpoint
+    file gives the same probabilities in the official estimator and ours.
+
+    Column shuffles are off here: with them, tabicl 0.1.4 reuses the first
+    member's column embeddings through the inverse of the intended mapping,
+    so its members see other column orders than the ones it drew (see
+    ``test_official_shuffle_reuse_deviates``). Ours see the drawn orders.
+    """
+    from sklearn.datasets import load_wine
+
+    from skicml import TabICLClassifier
+
+    official_sklearn = pytest.importorskip("tabicl.sklearn.classifier")
+    theirs = _randomised_official(SMALL, seed=3)
+    path = tmp_path / "official.ckpt"
+    torch.save({"config": SMALL, "state_dict": theirs.state_dict()}, path)
+    X, y = load_wine(return_X_y=True)
+    X_train, y_train, X_test = X[::2], y[::2], X[1::2]
+    kwargs = dict(n_estimators=6, norm_methods=["none", "power"], feat_shuffle_method="none", random_state=42,
+                  batch_size=8)
+    expected = official_sklearn.TabICLClassifier(
+        model_path=path, device="cpu", allow_auto_download=False, **kwargs
+    ).fit(X_train, y_train).predict_proba(X_test)
+    got = TabICLClassifier(model_path=path, device="cpu", **kwargs).fit(X_train, y_train).predict_proba(X_test)
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_official_shuffle_reuse_deviates():
+    """Documents the upstream discrepancy the estimator does not copy."""
+    theirs = _randomised_official(SMALL, seed=3)
+    X = torch.randn(1, 50, 5, generator=torch.Generator().manual_seed(0))
+    y = (torch.arange(40) % 3).float().unsqueeze(0)
+    first, second = [0, 1, 2, 3, 4], [1, 2, 3, 4, 0]
+    tables = torch.cat([X[:, :, first], X[:, :, second]])
+    with torch.no_grad():
+        reused = theirs(tables, y.repeat(2, 1), feature_shuffles=[first, second])
+        recomputed = theirs(tables, y.repeat(2, 1))
+        inverse_order = theirs(X[:, :, [4, 0, 1, 2, 3]], y)
+    torch.testing.assert_close(reused[0], recomputed[0])
+    assert not torch.allclose(reused[1], recomputed[1], atol=1e-3)
+    torch.testing.assert_close(reused[1], inverse_order[0], atol=1e-5, rtol=1e-5)
+
+
+def test_members_see_their_drawn_column_order(tmp_path):
+    """Our shared column embeddings, permuted per member, equal a fresh run of
+    the network on that member's permuted table (spec section 6, item 4)."""
+    from sklearn.datasets import load_wine
+
+    from skicml import TabICLClassifier
+
+    theirs = _randomised_official(SMALL, seed=3)
+    path = tmp_path / "official.ckpt"
+    torch.save({"config": SMALL, "state_dict": theirs.state_dict()}, path)
+    X, y = load_wine(return_X_y=True)
+    clf = TabICLClassifier(model_path=path, n_estimators=4, norm_methods=["none"], class_shift=False,
+                           random_state=0, device="cpu").fit(X[::2], y[::2])
+    X_test = clf.ensemble_.transform(clf.encoder_.transform(X[1::2]))["none"]
+    X_train = clf.ensemble_.X_train_["none"]
+    total = 0
+    for method, permutation, offset in clf.ensemble_.configs_:
+        table = torch.from_numpy(np.vstack([X_train, X_test])[:, permutation]).unsqueeze(0)
+        with torch.no_grad():
+            total = total + theirs(table, torch.from_numpy(clf.ensemble_.y_train_).float().unsqueeze(0))[0]
+    expected = torch.softmax(total / len(clf.ensemble_.configs_) / 0.9, -1).double().numpy()
+    np.testing.assert_allclose(clf.predict_proba(X[1::2]), expected, atol=1e-4)

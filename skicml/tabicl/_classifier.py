@@ -1,0 +1,521 @@
+"""TabICLClassifier and TabICLEmbedder: the scikit-learn face of TabICL."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from functools import lru_cache
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+
+from .._weights import load_weights
+from ..base import TorchEstimatorMixin, progress
+from ._model import TabICLModel
+from ._preprocessing import EnsembleGenerator, TransformToNumerical
+
+__all__ = ["TabICLClassifier", "TabICLEmbedder"]
+
+#: The model ``TabICLClassifier()`` uses when no ``model_path`` is given.
+DEFAULT_MODEL = "tabicl-small"
+
+# Rows per forward pass at predict time; bounds memory, not results.
+_ROW_CHUNK = 2048
+
+
+@lru_cache(maxsize=4)
+def _read_model(model_path, stamp):
+    payload = load_weights(model_path)
+    if not payload["config"]:
+        raise ValueError(
+            f"The checkpoint {model_path!r} has no 'config': TabICL needs the model "
+            "configuration saved beside the state dict (official checkpoints have it)."
+        )
+    return payload
+
+
+def load_tabicl_model(model_path=None):
+    """Build a :class:`TabICLModel` from a shipped name or a checkpoint path.
+
+    Returns ``(model, provenance)``; the model is in eval mode on the CPU.
+    """
+    key = DEFAULT_MODEL if model_path is None else os.fspath(model_path)
+    stamp = os.path.getmtime(key) if os.path.isfile(key) else None
+    payload = _read_model(key, stamp)
+    model = TabICLModel(**payload["config"])
+    model.load_state_dict(payload["state_dict"])
+    return model.eval(), dict(payload["provenance"])
+
+
+def _is_dataframe(X):
+    return hasattr(X, "iloc") and hasattr(X, "dtypes")
+
+
+class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
+    """Input validation, preprocessing and the model shared by both estimators."""
+
+    def _validate_X(self, X, reset):
+        if _is_dataframe(X):
+            if X.ndim != 2:
+                raise ValueError(f"Expected a 2D DataFrame, got {X.ndim} dimensions.")
+            validate_data(self, X, skip_check_array=True, reset=reset)
+            if X.shape[0] == 0:
+                raise ValueError("Found array with 0 sample(s) (shape=(0, %d)) while a minimum of 1 is required."
+                                 % X.shape[1])
+            if X.shape[1] == 0:
+                raise ValueError("Found array with 0 feature(s) while a minimum of 1 is required.")
+            return X
+        return validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False,
+                             accept_sparse=False, ensure_2d=True, allow_nd=False)
+
+    def _load(self):
+        model, provenance = load_tabicl_model(self.model_path)
+        return model.to(self._device()), provenance
+
+    def _ensemble_seed(self):
+        # An integer random_state is used as it is, so that the ensemble equals
+        # the official implementation's for the same value.
+        if isinstance(self.random_state, numbers.Integral):
+            return int(self.random_state)
+        return self._seed()
+
+    def _check_common_params(self):
+        if not isinstance(self.n_estimators, numbers.Integral) or self.n_estimators < 1:
+            raise ValueError(f"n_estimators must be a positive integer, got {self.n_estimators!r}.")
+        if self.batch_size is not None and (not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}.")
+
+    def _threads(self):
+        """Context manager setting torch's thread count from ``n_jobs``."""
+        estimator = self
+
+        class _Threads:
+            def __enter__(self):
+                self.previous = torch.get_num_threads()
+                n_jobs = estimator.n_jobs
+                if n_jobs is not None:
+                    if n_jobs == 0:
+                        raise ValueError("n_jobs=0 is not valid; use None, a positive count or -1.")
+                    cores = os.cpu_count() or 1
+                    torch.set_num_threads(min(n_jobs, cores) if n_jobs > 0 else max(1, cores + 1 + n_jobs))
+
+            def __exit__(self, *exc):
+                torch.set_num_threads(self.previous)
+
+        return _Threads()
+
+    # -- the label-free stages for every (method, permutation) -------------------
+    def _member_rows(self, model, permutation, cells):
+        """Row vectors (n, D) of one column order, from a method's column cells."""
+        cells = cells[:, :, torch.as_tensor(permutation, device=cells.device)]
+        rows = []
+        for start in range(0, cells.shape[1], _ROW_CHUNK):
+            rows.append(model.row_interactor(cells[:, start:start + _ROW_CHUNK]))
+        return torch.cat(rows, dim=1)[0]
+
+    def _column_context(self, model):
+        """Per method: inducing summaries and training-cell embeddings."""
+        contexts = {}
+        device = self._device()
+        dtype = next(model.parameters()).dtype
+        for method, X_train in self.ensemble_.X_train_.items():
+            X = torch.from_numpy(X_train).to(device, dtype).unsqueeze(0)
+            contexts[method] = model.col_embedder.context(X)
+        return contexts
+
+    def _test_cells(self, model, X_test):
+        device = self._device()
+        dtype = next(model.parameters()).dtype
+        cells = {}
+        for method, X in X_test.items():
+            summaries = self.column_context_[method][0]
+            cells[method] = model.col_embedder.embed_with_context(
+                torch.from_numpy(X).to(device, dtype).unsqueeze(0), summaries)
+        return cells
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
+
+class TabICLClassifier(ClassifierMixin, _TabICLBase):
+    """TabICL: in-context learning of tabular classification with a pretrained transformer.
+
+    ``fit`` stores the training table (preprocessed once per ensemble
+    member) and encodes it through the network; ``predict_proba`` classifies
+    new rows in one forward pass, with no gradient step. By default the model
+    shipped with skicml is used (``skicml info`` shows its provenance); pass
+    ``model_path`` to use a checkpoint on disk, such as an official TabICL
+    v1/v1.1 file.
+
+    Parameters
+    ----------
+    n_estimators : int, default=8
+        Ensemble members; each sees the columns in another order, the classes
+        cyclically shifted and one of ``norm_methods``. The paper uses 32.
+    norm_methods : str, list of str or None, default=None
+        Normalisations to ensemble over, among ``"none"``, ``"power"``,
+        ``"quantile"``, ``"quantile_rtdl"``, ``"robust"``; ``None`` means
+        ``["none", "power"]``.
+    feat_shuffle_method : {"latin", "shift", "random", "none"}, default="latin"
+        How members reorder the columns (the network is not invariant to it).
+    class_shift : bool, default=True
+        Give members cyclically shifted class labels.
+    outlier_threshold : float, default=4.0
+        z-score beyond which values are softly clipped.
+    softmax_temperature : float, default=0.9
+    average_logits : bool, default=True
+        Average members' logits (else their probabilities).
+    use_hierarchical : bool, default=True
+        Solve problems with more classes than the model's ``max_classes``
+        with a tree of smaller problems; if False such data raises.
+    batch_size : int or None, default=8
+        Ensemble members encoded per forward pass at ``fit``.
+    max_context : int or None, default=None
+        Keep at most this many training rows (stratified subsample drawn
+        with ``random_state``) as the in-context table.
+    cache : {"auto", True, False}, default="auto"
+        Cache at ``fit`` the in-context keys and values of the training rows,
+        so ``predict_proba`` only encodes the test rows. ``"auto"`` caches
+        when that takes under 2 GB.
+    model_path : str, path-like or None, default=None
+        A shipped model name or a checkpoint file; ``None`` is the shipped
+        default. Nothing is ever downloaded.
+    device : str, default="auto"
+    random_state : int, RandomState instance or None, default=None
+        Seeds the ensemble (column orders, class shifts, noise of
+        ``quantile_rtdl``) and ``max_context`` subsampling.
+    n_jobs : int or None, default=None
+        torch threads during ``fit`` and ``predict`` (``-1``: all cores);
+        restored afterwards.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when ``X`` has string column names.
+    model_ : TabICLModel
+    model_provenance_ : dict
+        Where the network's weights come from (recipe, steps, seed, hash).
+    ensemble_ : EnsembleGenerator
+        Preprocessed training data and the members' configurations.
+    n_estimators_ : int
+        Members actually used (fewer when the data allows fewer distinct ones).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skicml import TabICLClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = TabICLClassifier(n_estimators=4, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    """
+
+    def __init__(self, n_estimators=8, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
+                 outlier_threshold=4.0, softmax_temperature=0.9, average_logits=True, use_hierarchical=True,
+                 batch_size=8, max_context=None, cache="auto", model_path=None, device="auto", random_state=None,
+                 n_jobs=None, verbose=0):
+        self.n_estimators = n_estimators
+        self.norm_methods = norm_methods
+        self.feat_shuffle_method = feat_shuffle_method
+        self.class_shift = class_shift
+        self.outlier_threshold = outlier_threshold
+        self.softmax_temperature = softmax_temperature
+        self.average_logits = average_logits
+        self.use_hierarchical = use_hierarchical
+        self.batch_size = batch_size
+        self.max_context = max_context
+        self.cache = cache
+        self.model_path = model_path
+        self.device = device
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # -- fit --------------------------------------------------------------------
+    def _subsample(self, X, y, rng):
+        n = len(y)
+        if self.max_context is None or n <= self.max_context:
+            return X, y
+        if not isinstance(self.max_context, numbers.Integral) or self.max_context < 1:
+            raise ValueError(f"max_context must be a positive integer or None, got {self.max_context!r}.")
+        classes, codes = np.unique(y, return_inverse=True)
+        keep = []
+        # Stratified: every class keeps its share, and at least one row.
+        for c in range(len(classes)):
+            rows = np.flatnonzero(codes == c)
+            k = max(1, int(round(self.max_context * len(rows) / n)))
+            keep.append(rng.choice(rows, size=min(k, len(rows)), replace=False))
+        keep = np.sort(np.concatenate(keep))
+        X = X.iloc[keep] if _is_dataframe(X) else X[keep]
+        return X, y[keep]
+
+    def fit(self, X, y):
+        """Preprocess and encode the training table.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Numeric, categorical, string or boolean columns; missing values
+            allowed (infinite values are not).
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+
+        Returns
+        -------
+        self : TabICLClassifier
+        """
+        self._check_common_params()
+        if y is None:
+            raise ValueError("TabICLClassifier requires y to be passed, but the target y is None.")
+        if self.cache not in ("auto", True, False):
+            raise ValueError(f"cache must be 'auto', True or False, got {self.cache!r}.")
+        X = self._validate_X(X, reset=True)
+        y = column_or_1d(check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=False), warn=True)
+        if len(y) != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels.")
+        check_classification_targets(y)
+        seed = self._ensemble_seed()
+        X, y = self._subsample(X, y, np.random.RandomState(seed))
+
+        self.label_encoder_ = LabelEncoder()
+        y_encoded = self.label_encoder_.fit_transform(y)
+        self.classes_ = self.label_encoder_.classes_
+        n_classes = len(self.classes_)
+        self.model_, self.model_provenance_ = self._load()
+        if n_classes > self.model_.max_classes and not self.use_hierarchical:
+            raise ValueError(
+                f"y has {n_classes} classes but the model handles {self.model_.max_classes} natively; "
+                "set use_hierarchical=True to classify them through a class tree."
+            )
+        with self._threads():
+            self.encoder_ = TransformToNumerical().fit(X)
+            X_num = self.encoder_.transform(X)
+            self.ensemble_ = EnsembleGenerator(
+                n_estimators=self.n_estimators, norm_methods=self.norm_methods,
+                feat_shuffle_method=self.feat_shuffle_method, class_shift=self.class_shift,
+                outlier_threshold=self.outlier_threshold, random_state=seed,
+            ).fit(X_num, y_encoded)
+            self.n_estimators_ = self.ensemble_.n_estimators_
+            self.class_prior_ = np.bincount(y_encoded, minlength=n_classes) / len(y_encoded)
+            # A single class, or no informative column: the prior is the answer.
+            self._fallback_ = n_classes < 2 or self.ensemble_.n_features_out_ == 0
+            if not self._fallback_:
+                self._encode_context()
+        return self
+
+    def _cache_bytes(self, n_train):
+        icl = self.model_.icl_predictor
+        width = icl.ln.normalized_shape[0]
+        return 2 * len(icl.tf_icl.blocks) * n_train * width * 4 * self.n_estimators_
+
+    def _encode_context(self):
+        model = self.model_
+        ensemble = self.ensemble_
+        n_train = len(ensemble.y_train_)
+        hierarchical = len(self.classes_) > model.max_classes
+        use_cache = not hierarchical and (
+            self.cache is True or (self.cache == "auto" and self._cache_bytes(n_train) < 2 * 1024**3)
+        )
+        device = self._device()
+        with torch.inference_mode():
+            self.column_context_ = self._column_context(model)
+            self.member_rows_ = {}
+            self.member_context_ = [] if use_cache else None
+            configs = ensemble.configs_
+            for index, (method, permutation, offset) in enumerate(
+                progress(configs, verbose=self.verbose, desc="TabICL context", unit="member")
+            ):
+                key = (method, tuple(permutation.tolist()))
+                if key not in self.member_rows_:
+                    summaries, cells = self.column_context_[method]
+                    self.member_rows_[key] = self._member_rows(model, permutation, cells)
+                if use_cache:
+                    y_member = torch.from_numpy(ensemble.y_members_[index]).to(device).unsqueeze(0)
+                    context = model.icl_predictor.context(self.member_rows_[key].unsqueeze(0), y_member)
+                    self.member_context_.append(context)
+
+    # -- predict ----------------------------------------------------------------
+    def _member_logits(self, model, index, R_test):
+        """Logits (m, K) of member ``index`` over the classes, offset undone."""
+        method, permutation, offset = self.ensemble_.configs_[index]
+        n_classes = len(self.classes_)
+        tau = self.softmax_temperature
+        if self.member_context_ is not None:
+            logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), self.member_context_[index])
+            logits = logits[0, :, :n_classes]
+        else:
+            key = (method, tuple(permutation.tolist()))
+            R_train = self.member_rows_[key]
+            y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_test.device).unsqueeze(0)
+            R = torch.cat([R_train, R_test]).unsqueeze(0)
+            logits = model.logits_from_rows(R, y_member, tau)[0]
+        if not self.average_logits:
+            if n_classes > model.max_classes:
+                logits = torch.exp(logits / tau) - 1e-6  # back to the tree's probabilities
+            else:
+                logits = torch.softmax(logits / tau, dim=-1)
+        return torch.roll(logits, shifts=-offset, dims=-1)
+
+    def _predict_chunk(self, X_test):
+        model = self.model_.to(self._device())
+        cells = self._test_cells(model, X_test)
+        total = None
+        rows_cache = {}
+        for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
+            key = (method, tuple(permutation.tolist()))
+            if key not in rows_cache:
+                rows_cache[key] = self._member_rows(model, permutation, cells[method])
+            out = self._member_logits(model, index, rows_cache[key]).double()
+            total = out if total is None else total + out
+        average = (total / self.n_estimators_).cpu().numpy()
+        if self.average_logits:
+            average = average / self.softmax_temperature
+            average = np.exp(average - average.max(axis=1, keepdims=True))
+        return average / average.sum(axis=1, keepdims=True)
+
+    def predict_proba(self, X):
+        """Class probabilities of the rows of ``X``.
+
+        Each row's prediction depends only on the training table and that row,
+        never on the other rows passed with it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        if self._fallback_:
+            return np.tile(self.class_prior_, (X.shape[0], 1))
+        with self._threads(), torch.inference_mode():
+            X_test = self.ensemble_.transform(self.encoder_.transform(X))
+            chunks = []
+            n = X.shape[0]
+            for start in range(0, n, _ROW_CHUNK):
+                chunk = {m: v[start:start + _ROW_CHUNK] for m, v in X_test.items()}
+                chunks.append(self._predict_chunk(chunk))
+        return np.vstack(chunks)
+
+    def predict(self, X):
+        """Most probable class of each row."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.expected_failed_checks = {
+            "check_sample_weight_equivalence_on_dense_data":
+                "in-context learning has no sample weights to honour",
+        }
+        return tags
+
+
+class TabICLEmbedder(TransformerMixin, _TabICLBase):
+    """Label-free row representations of TabICL, for use in pipelines.
+
+    ``fit`` preprocesses the table and summarises its columns; ``transform``
+    returns for every row the network's row vector (the input of its
+    in-context stage), averaged over ``n_estimators`` column orders so that
+    the representation does not depend on the order of the columns.
+
+    Parameters
+    ----------
+    n_estimators : int, default=4
+        Column orders to average over.
+    norm_method : str, default="power"
+        One of ``"none"``, ``"power"``, ``"quantile"``, ``"quantile_rtdl"``, ``"robust"``.
+    feat_shuffle_method : {"latin", "shift", "random", "none"}, default="latin"
+    outlier_threshold : float, default=4.0
+    batch_size : int or None, default=8
+    model_path : str, path-like or None, default=None
+    device : str, default="auto"
+    random_state : int, RandomState instance or None, default=None
+    n_jobs : int or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    model_ : TabICLModel
+    n_components_ : int
+        Width of the representation (``row_num_cls * embed_dim``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from skicml.tabicl import TabICLEmbedder
+    >>> X, _ = load_wine(return_X_y=True)
+    >>> TabICLEmbedder(random_state=0).fit_transform(X).shape[0]
+    178
+    """
+
+    def __init__(self, n_estimators=4, norm_method="power", feat_shuffle_method="latin", outlier_threshold=4.0,
+                 batch_size=8, model_path=None, device="auto", random_state=None, n_jobs=None, verbose=0):
+        self.n_estimators = n_estimators
+        self.norm_method = norm_method
+        self.feat_shuffle_method = feat_shuffle_method
+        self.outlier_threshold = outlier_threshold
+        self.batch_size = batch_size
+        self.model_path = model_path
+        self.device = device
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def fit(self, X, y=None):
+        """Preprocess ``X`` and summarise its columns (``y`` is ignored)."""
+        self._check_common_params()
+        X = self._validate_X(X, reset=True)
+        with self._threads():
+            self.encoder_ = TransformToNumerical().fit(X)
+            X_num = self.encoder_.transform(X)
+            self.ensemble_ = EnsembleGenerator(
+                n_estimators=self.n_estimators, norm_methods=[self.norm_method],
+                feat_shuffle_method=self.feat_shuffle_method, class_shift=False,
+                outlier_threshold=self.outlier_threshold, random_state=self._ensemble_seed(),
+            ).fit(X_num, np.zeros(X_num.shape[0], dtype=np.int64))
+            self.model_, self.model_provenance_ = self._load()
+            # Representations are features: computed in float64 so that they do
+            # not depend on how rows are batched.
+            self.model_ = self.model_.double()
+            self.n_components_ = self.model_.icl_predictor.ln.normalized_shape[0]
+            if self.ensemble_.n_features_out_ > 0:
+                with torch.inference_mode():
+                    self.column_context_ = self._column_context(self.model_)
+        return self
+
+    def transform(self, X):
+        """Row representations, shape (n_samples, n_components_), float64."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        if self.ensemble_.n_features_out_ == 0:
+            return np.zeros((X.shape[0], self.n_components_))
+        with self._threads(), torch.inference_mode():
+            X_test = self.ensemble_.transform(self.encoder_.transform(X))
+            model = self.model_.to(self._device())
+            out = []
+            for start in range(0, X.shape[0], _ROW_CHUNK):
+                chunk = {m: v[start:start + _ROW_CHUNK] for m, v in X_test.items()}
+                cells = self._test_cells(model, chunk)
+                rows = [self._member_rows(model, p, cells[m]) for m, p, _ in self.ensemble_.configs_]
+                out.append(torch.stack(rows).double().mean(0).cpu().numpy())
+        return np.vstack(out)
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        return np.asarray([f"tabiclembedder{i}" for i in range(self.n_components_)], dtype=object)

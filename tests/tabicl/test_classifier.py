@@ -1,0 +1,227 @@
+"""TabICLClassifier and TabICLEmbedder: the properties of the spec (section 6)
+and the bad inputs users hit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import load_iris, make_blobs, make_classification
+
+from skicml import TabICLClassifier
+from skicml.tabicl import TabICLEmbedder, TabICLModel
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classification(n_samples=120, n_features=6, n_informative=4, n_redundant=0, n_classes=3,
+                               random_state=0)
+    return X[:90], y[:90], X[90:]
+
+
+def _clf(**kwargs):
+    return TabICLClassifier(**{"n_estimators": 4, "random_state": 0, "device": "cpu", **kwargs})
+
+
+def test_probabilities_are_distributions(data):
+    X, y, X_test = data
+    clf = _clf().fit(X, y)
+    proba = clf.predict_proba(X_test)
+    assert proba.shape == (30, 3) and np.all(proba >= 0) and np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+    np.testing.assert_array_equal(clf.predict(X_test), clf.classes_[proba.argmax(1)])
+
+
+def test_train_row_permutation_invariance(data):
+    X, y, X_test = data
+    order = np.random.RandomState(1).permutation(len(y))
+    a = _clf().fit(X, y).predict_proba(X_test)
+    b = _clf().fit(X[order], y[order]).predict_proba(X_test)
+    np.testing.assert_allclose(a, b, atol=2e-5)
+
+
+def test_test_rows_are_independent(data):
+    X, y, X_test = data
+    clf = _clf().fit(X, y)
+    full = clf.predict_proba(X_test)
+    one_by_one = np.vstack([clf.predict_proba(X_test[i:i + 1]) for i in range(len(X_test))])
+    np.testing.assert_allclose(full, one_by_one, atol=1e-6)
+    changed = X_test.copy()
+    changed[0] = 1e3
+    np.testing.assert_allclose(clf.predict_proba(changed)[1:], full[1:], atol=1e-6)
+    order = np.random.RandomState(0).permutation(len(X_test))
+    np.testing.assert_allclose(clf.predict_proba(X_test[order]), full[order], atol=1e-6)
+
+
+def test_fit_time_cache_changes_nothing(data):
+    X, y, X_test = data
+    cached = _clf(cache=True).fit(X, y)
+    assert cached.member_context_ is not None
+    uncached = _clf(cache=False).fit(X, y)
+    assert uncached.member_context_ is None
+    np.testing.assert_allclose(cached.predict_proba(X_test), uncached.predict_proba(X_test), atol=1e-6)
+
+
+def test_temperature(data):
+    X, y, X_test = data
+    hot = _clf(softmax_temperature=1e-4).fit(X, y).predict_proba(X_test)
+    np.testing.assert_allclose(hot.max(1), 1, atol=1e-6)
+    warm = _clf(softmax_temperature=2.0).fit(X, y).predict_proba(X_test)
+    np.testing.assert_array_equal(hot.argmax(1), warm.argmax(1))
+
+
+def test_average_logits_is_moot_for_one_member(data):
+    X, y, X_test = data
+    a = _clf(n_estimators=1, average_logits=True).fit(X, y).predict_proba(X_test)
+    b = _clf(n_estimators=1, average_logits=False).fit(X, y).predict_proba(X_test)
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_class_offsets_and_labels_of_any_type(data):
+    X, y, X_test = data
+    names = np.array(["setosa", "versicolor", "virginica"], dtype=object)[y]
+    a = _clf().fit(X, y).predict_proba(X_test)
+    b = _clf().fit(X, names).predict_proba(X_test)
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    assert set(_clf().fit(X, names).predict(X_test)) <= set(names)
+
+
+def test_hierarchical_many_classes():
+    rng = np.random.RandomState(0)
+    X = rng.randn(260, 3)
+    y = np.repeat(np.arange(26), 10)
+    clf = _clf(n_estimators=2).fit(X, y)
+    proba = clf.predict_proba(X[:7])
+    assert proba.shape == (7, 26)
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+    assert (proba > 0).all()  # every class is reachable through the tree
+    with pytest.raises(ValueError, match="use_hierarchical"):
+        _clf(use_hierarchical=False).fit(X, y)
+
+
+def test_hierarchy_equals_standard_path_below_max_classes():
+    torch.manual_seed(0)
+    model = TabICLModel(embed_dim=16, col_num_blocks=1, col_nhead=2, col_num_inds=4, row_num_blocks=1,
+                        row_nhead=2, row_num_cls=2, icl_num_blocks=1, icl_nhead=2).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        R = torch.randn(1, 30, 32)
+        y = torch.arange(20) % 5
+        standard = torch.softmax(model.logits_from_rows(R, y.unsqueeze(0)) / 0.9, -1)[0]
+        tree = model._hierarchical_proba(R[0, :20], y, R[0, 20:], 0.9)
+    torch.testing.assert_close(tree, standard, atol=1e-6, rtol=1e-5)
+
+
+def test_single_class_predicts_it():
+    X = np.random.RandomState(0).randn(10, 3)
+    clf = _clf().fit(X, ["only"] * 10)
+    assert list(clf.predict(X[:2])) == ["only", "only"]
+    np.testing.assert_array_equal(clf.predict_proba(X[:2]), [[1.0], [1.0]])
+
+
+def test_constant_columns_fall_back_to_class_prior():
+    X = np.ones((12, 3))
+    y = np.array([0] * 9 + [1] * 3)
+    proba = _clf().fit(X, y).predict_proba(X[:2])
+    np.testing.assert_allclose(proba, [[0.75, 0.25]] * 2)
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 3])
+def test_tiny_tables(n_rows):
+    X = np.arange(n_rows * 2, dtype=float).reshape(n_rows, 2)
+    y = np.arange(n_rows) % 2
+    proba = _clf().fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+
+
+def test_mixed_dataframe_with_missing_values():
+    df = pd.DataFrame({
+        0: [1.0, np.nan, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        "colour": pd.Series(["red", "blue", None, "red", "blue", "red", "green", "blue"], dtype="string"),
+        "size": pd.Categorical(["S", "M", "L", "S", "M", "L", "S", "M"]),
+        "flag": [True, False, True, False, True, False, True, False],
+        "empty": [np.nan] * 8,
+    })
+    df.columns = df.columns.astype(str)
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1])
+    clf = _clf().fit(df, y)
+    test = df.iloc[:3].copy()
+    test["colour"] = pd.Series(["purple", pd.NA, "red"], dtype="string")  # unseen and missing
+    test["size"] = pd.Categorical([None, None, None], categories=["S", "M", "L"])
+    proba = clf.predict_proba(test)
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+
+
+def test_object_array_with_strings():
+    X = np.array([["a", 1.0], ["b", 2.0], ["a", 3.0], ["c", 4.0]], dtype=object)
+    proba = _clf().fit(X, [0, 1, 0, 1]).predict_proba(X)
+    assert proba.shape == (4, 2)
+
+
+def test_rejects_infinity_and_wrong_width(data):
+    X, y, X_test = data
+    bad = X.copy()
+    bad[3, 2] = np.inf
+    with pytest.raises(ValueError, match="(?i)inf"):
+        _clf().fit(bad, y)
+    clf = _clf().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict_proba(X_test[:, :-1])
+    with pytest.raises(ValueError, match="(?i)2d|reshape"):
+        clf.predict_proba(X_test[0])
+
+
+def test_max_context_subsamples_stratified():
+    X, y = make_blobs(n_samples=400, centers=[[0, 0], [3, 3], [0, 3]], random_state=0)
+    y[:5] = 3  # a rare class must survive the subsample
+    clf = _clf(max_context=60).fit(X, y)
+    kept = clf.ensemble_.y_train_
+    assert len(kept) <= 64 and set(np.unique(kept)) == {0, 1, 2, 3}
+
+
+def test_more_members_than_configurations():
+    X, y = load_iris(return_X_y=True)
+    clf = _clf(n_estimators=100).fit(X, y)
+    assert clf.n_estimators_ == 4 * 3 * 2  # column orders x class offsets x methods
+
+
+def test_thread_count_restored_after_error(data):
+    X, y, _ = data
+    clf = _clf(n_jobs=1).fit(X, y)
+    before = torch.get_num_threads()
+    with pytest.raises(ValueError):
+        clf.predict_proba(np.full((2, X.shape[1] + 1), 0.5))
+    assert torch.get_num_threads() == before
+
+
+def test_missing_model_file_is_a_clear_error(data):
+    X, y, _ = data
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        _clf(model_path="/nonexistent/tabicl.ckpt").fit(X, y)
+
+
+def test_embedder_shapes_and_pipeline(data):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    X, y, X_test = data
+    embedder = TabICLEmbedder(n_estimators=2, random_state=0).fit(X)
+    Z = embedder.transform(X_test)
+    assert Z.shape == (30, embedder.n_components_) and Z.dtype == np.float64
+    np.testing.assert_allclose(embedder.transform(X_test[:5]), Z[:5], atol=1e-10)
+    assert make_pipeline(TabICLEmbedder(random_state=0), LogisticRegression()).fit(X, y).score(X, y) > 0.5
+
+
+@settings(max_examples=10, deadline=None)
+@given(n_train=st.integers(4, 40), n_features=st.integers(1, 6), n_classes=st.integers(2, 4),
+       seed=st.integers(0, 1000))
+def test_any_small_table(n_train, n_features, n_classes, seed):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n_train, n_features)
+    y = np.arange(n_train) % n_classes
+    clf = TabICLClassifier(n_estimators=2, random_state=seed, device="cpu").fit(X, y)
+    proba = clf.predict_proba(rng.randn(3, n_features))
+    assert proba.shape == (3, n_classes)
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
