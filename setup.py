@@ -45,7 +45,7 @@ EXTRAS = {
         # package with --no-deps (see README.rst).
         "einops>=0.7",
         "psutil>=5.9",
-        "huggingface_hub>=0.20",
+        "huggingface_hub>=0.20,<1.0",
     ],
     "docs": ["sphinx>=7.2", "sphinx-gallery>=0.16", "numpydoc>=1.7", "matplotlib>=3.8"],
 }

@@ -178,12 +178,18 @@ def _as_skicml_tags(tags):
 
 
 def _module_on_cpu(value):
+    """``value`` with every torch module and tensor in it moved to the CPU
+    (copies only where something lives elsewhere)."""
     if isinstance(value, torch.nn.Module):
         if any(t.device.type != "cpu" for t in value.state_dict().values()):
             return copy.deepcopy(value).cpu()
         return value
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _module_on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_module_on_cpu(v) for v in value)
     return value
 
 

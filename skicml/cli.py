@@ -3,7 +3,7 @@
 Method families plug into it through two small registries:
 
 - ``TOUR_MODULES``: modules exposing ``tour_entries()``, a list of
-  :class:`TourEntry`, so ``skicml tour`` grows as families land;
+  :class:`skicml.utils.tour.TourEntry`, so ``skicml tour`` grows as families land;
 - ``PRETRAIN_RECIPES``: ``name -> "module:function"`` of the recipes behind
   ``skicml pretrain <name>``; each function takes the remaining arguments.
 """
@@ -15,33 +15,20 @@ import importlib
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+
+from .utils.tour import TourEntry
 
 __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 
 #: Modules with a ``tour_entries()`` function, one per method family.
-TOUR_MODULES: list = []
+TOUR_MODULES: list = [
+    "skicml.tabicl._tour",
+]
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
 PRETRAIN_RECIPES: dict = {
     "tabicl": "skicml.tabicl._pretrain:main",
 }
-
-
-@dataclass
-class TourEntry:
-    """One row of ``skicml tour``: a method and the baseline it is compared to.
-
-    ``run()`` fits both on offline data and returns a dict with ``score``
-    (the method), ``baseline_score``, and optionally ``seconds`` and
-    ``baseline_seconds``.
-    """
-
-    method: str
-    task: str
-    metric: str
-    baseline: str
-    run: callable = field(repr=False)
 
 
 def _versions():

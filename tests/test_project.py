@@ -81,3 +81,12 @@ def test_docs_build_offline(tmp_path):
          str(ROOT / "doc"), str(tmp_path / "html")], capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_readme_quick_start_runs(capsys):
+    text = (ROOT / "README.rst").read_text()
+    block = text.split(".. code-block:: python", 1)[1].split("\nOn a fresh machine", 1)[0]
+    code = "\n".join(line[4:] for line in block.splitlines())
+    exec(compile(code, "README.rst", "exec"), {})
+    score = float(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0.5 < score <= 1.0

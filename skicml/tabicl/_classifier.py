@@ -51,6 +51,18 @@ def load_tabicl_model(model_path=None):
     return model.eval(), dict(payload["provenance"])
 
 
+def _to_device(value, device):
+    """Tensors nested in dicts/lists moved to ``device`` (no copy when already there):
+    a fitted estimator unpickled elsewhere keeps its cached context on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
+
+
 def _is_dataframe(X):
     return hasattr(X, "iloc") and hasattr(X, "dtypes")
 
@@ -132,7 +144,7 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         dtype = next(model.parameters()).dtype
         cells = {}
         for method, X in X_test.items():
-            summaries = self.column_context_[method][0]
+            summaries = _to_device(self.column_context_[method][0], device)
             cells[method] = model.col_embedder.embed_with_context(
                 torch.from_numpy(X).to(device, dtype).unsqueeze(0), summaries)
         return cells
@@ -352,11 +364,12 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         n_classes = len(self.classes_)
         tau = self.softmax_temperature
         if self.member_context_ is not None:
-            logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), self.member_context_[index])
+            context = _to_device(self.member_context_[index], R_test.device)
+            logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), context)
             logits = logits[0, :, :n_classes]
         else:
             key = (method, tuple(permutation.tolist()))
-            R_train = self.member_rows_[key]
+            R_train = self.member_rows_[key].to(R_test.device)
             y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_test.device).unsqueeze(0)
             R = torch.cat([R_train, R_test]).unsqueeze(0)
             logits = model.logits_from_rows(R, y_member, tau)[0]

@@ -1,0 +1,110 @@
+"""Fit + predict time of TabICLClassifier against the official tabicl 0.1.4 code.
+
+Both run the same network with the same weights (the shipped model, loaded
+into the official module from the same checkpoint file), the same ensemble
+settings and 2 CPU threads, on a synthetic 20-feature table. Each
+measurement runs in its own process so that its peak memory (RSS) is
+measured too. Also timed: five more predict calls on the same fit (what
+cross-validation, grid searches and serving do), where skicml reuses the
+training context cached at fit.
+
+    pip install --no-deps tabicl==0.1.4
+    python benchmarks/bench_tabicl_speed.py --sizes 1000 10000 50000 --n-test 1000
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def measure(implementation, n_train, n_test, n_estimators, threads, checkpoint):
+    import numpy as np
+    import torch
+    from sklearn.datasets import make_classification
+
+    torch.set_num_threads(threads)
+    X, y = make_classification(n_samples=n_train + n_test, n_features=20, n_informative=10, n_classes=3,
+                               random_state=0)
+    X_train, y_train, X_test, y_test = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+    kwargs = dict(n_estimators=n_estimators, random_state=0, device="cpu")
+    if implementation == "official":
+        from tabicl.sklearn.classifier import TabICLClassifier
+
+        clf = TabICLClassifier(model_path=checkpoint, allow_auto_download=False, **kwargs)
+    else:
+        from skicml import TabICLClassifier
+
+        clf = TabICLClassifier(model_path=checkpoint, **kwargs)
+    start = time.perf_counter()
+    clf.fit(X_train, y_train)
+    proba = clf.predict_proba(X_test)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(5):
+        clf.predict_proba(X_test)
+    repeated = (time.perf_counter() - start) / 5
+    accuracy = float((clf.classes_[np.argmax(proba, 1)] == y_test).mean())
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return dict(implementation=implementation, n_train=n_train, fit_predict_s=first, predict_again_s=repeated,
+                accuracy=accuracy, peak_rss_mb=peak_mb)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    parser.add_argument("--n-test", type=int, default=1000)
+    parser.add_argument("--n-estimators", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-official-above", type=int, default=None,
+                        help="only run skicml above this many training rows")
+    parser.add_argument("--_one", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--_checkpoint", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._one:
+        implementation, n_train = args._one[0], int(args._one[1])
+        print(json.dumps(measure(implementation, n_train, args.n_test, args.n_estimators, args.threads,
+                                 args._checkpoint)))
+        return
+    import torch
+
+    from skicml._weights import load_weights
+
+    payload = load_weights("tabicl-small")
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = os.path.join(folder, "tabicl_small.ckpt")
+        # The official loader wants exactly {"config", "state_dict"}.
+        torch.save({"config": payload["config"], "state_dict": payload["state_dict"]}, checkpoint)
+        rows = []
+        for n_train in args.sizes:
+            for implementation in ("skicml", "official"):
+                if implementation == "official" and args.skip_official_above and n_train > args.skip_official_above:
+                    continue
+                out = subprocess.run(
+                    [sys.executable, __file__, "--_one", implementation, str(n_train), "--_checkpoint", checkpoint,
+                     "--n-test", str(args.n_test), "--n-estimators", str(args.n_estimators),
+                     "--threads", str(args.threads)], capture_output=True, text=True)
+                if out.returncode:
+                    print(out.stderr[-2000:])
+                    continue
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                print(rows[-1], flush=True)
+    print(f"\n{args.n_estimators} members, {args.n_test} test rows, 20 features, {args.threads} threads")
+    header = (f"{'n_train':>8} {'impl':>9} {'fit+predict s':>14} {'predict again s':>16} {'accuracy':>9} "
+              f"{'peak RSS MB':>12} {'speed-up':>9} {'again speed-up':>15}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        ref = next((r for r in rows if r["n_train"] == row["n_train"] and r["implementation"] == "official"), None)
+        ratio = f"{ref['fit_predict_s'] / row['fit_predict_s']:8.2f}x" if ref else "       -"
+        again = f"{ref['predict_again_s'] / row['predict_again_s']:14.2f}x" if ref else "             -"
+        print(f"{row['n_train']:>8} {row['implementation']:>9} {row['fit_predict_s']:14.2f} "
+              f"{row['predict_again_s']:16.3f} {row['accuracy']:9.4f} {row['peak_rss_mb']:12.0f} {ratio} {again}")
+
+
+if __name__ == "__main__":
+    main()
