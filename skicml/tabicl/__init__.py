@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="5fe2057a9a9475139c2d4a1028d7510eddcb5d249c9b52547e90761d45a05482",
+    sha256="ce28ca8600d04c5a61038719154a7235e2410417115e08e340eb24019e6eac3f",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
