@@ -23,7 +23,14 @@ extensions = [
 ]
 
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {
+    "members": True,
+    "inherited-members": False,
+    # scikit-learn's generated metadata-routing methods and mixin methods
+    # carry docstrings with references into scikit-learn's own docs.
+    "exclude-members": "set_score_request, set_fit_request, set_predict_request, set_transform_request, "
+                       "set_predict_proba_request, set_output, score, fit_transform, get_metadata_routing",
+}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 
@@ -36,7 +43,7 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
 }
 
-templates_path = []
+templates_path = ["_templates"]
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*/*.ipynb"]
 html_theme = "alabaster"
 html_theme_options = {"description": "ICML 2025 methods as scikit-learn estimators"}

@@ -526,7 +526,7 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
         return self
 
     def transform(self, X):
-        """Row representations, shape (n_samples, n_components_), float64."""
+        """Row representations of shape ``(n_samples, n_components_)``, float64."""
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         if self.ensemble_.n_features_out_ == 0:
