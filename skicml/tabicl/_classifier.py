@@ -189,7 +189,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Solve problems with more classes than the model's ``max_classes``
         with a tree of smaller problems; if False such data raises.
     batch_size : int or None, default=8
-        Ensemble members encoded per forward pass at ``fit``.
+        Accepted for compatibility with the official estimator's signature;
+        it has no effect yet: skicml encodes members one after another and
+        shares the work of members with the same column order instead.
     max_context : int or None, default=None
         Keep at most this many training rows (stratified subsample drawn
         with ``random_state``) as the in-context table.
@@ -468,6 +470,7 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
     feat_shuffle_method : {"latin", "shift", "random", "none"}, default="latin"
     outlier_threshold : float, default=4.0
     batch_size : int or None, default=8
+        Accepted for symmetry with :class:`TabICLClassifier`; no effect yet.
     model_path : str, path-like or None, default=None
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
