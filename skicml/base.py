@@ -40,6 +40,7 @@ __all__ = [
     "resolve_dtype",
     "seed_from_random_state",
     "seeded",
+    "to_device",
     "to_tensor",
 ]
 
@@ -177,19 +178,21 @@ def _as_skicml_tags(tags):
     return SkicmlTags(**values)
 
 
-def _module_on_cpu(value):
-    """``value`` with every torch module and tensor in it moved to the CPU
-    (copies only where something lives elsewhere)."""
+def to_device(value, device):
+    """``value`` with every torch module and tensor nested in it (dicts,
+    lists, tuples) on ``device``; nothing is copied that is already there,
+    and modules are copied rather than moved, so the caller's stay put."""
+    device = torch.device(device)
     if isinstance(value, torch.nn.Module):
-        if any(t.device.type != "cpu" for t in value.state_dict().values()):
-            return copy.deepcopy(value).cpu()
+        if any(t.device != device for t in value.state_dict().values()):
+            return copy.deepcopy(value).to(device)
         return value
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return value.detach().to(device)
     if isinstance(value, dict):
-        return {k: _module_on_cpu(v) for k, v in value.items()}
+        return {k: to_device(v, device) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_module_on_cpu(v) for v in value)
+        return type(value)(to_device(v, device) for v in value)
     return value
 
 
@@ -219,7 +222,7 @@ class TorchEstimatorMixin:
 
     def __getstate__(self):
         state = super().__getstate__()
-        return {key: _module_on_cpu(value) for key, value in state.items()}
+        return to_device(state, "cpu")
 
 
 # --------------------------------------------------------------------------

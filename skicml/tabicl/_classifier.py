@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 from functools import lru_cache
@@ -14,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from .._weights import load_weights
-from ..base import TorchEstimatorMixin, progress
+from ..base import TorchEstimatorMixin, progress, to_device
 from ._model import TabICLModel
 from ._preprocessing import EnsembleGenerator, TransformToNumerical
 
@@ -49,18 +50,6 @@ def load_tabicl_model(model_path=None):
     model = TabICLModel(**payload["config"])
     model.load_state_dict(payload["state_dict"])
     return model.eval(), dict(payload["provenance"])
-
-
-def _to_device(value, device):
-    """Tensors nested in dicts/lists moved to ``device`` (no copy when already there):
-    a fitted estimator unpickled elsewhere keeps its cached context on the CPU."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_device(v, device) for v in value)
-    return value
 
 
 def _is_dataframe(X):
@@ -101,24 +90,19 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         if self.batch_size is not None and (not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}.")
 
+    @contextlib.contextmanager
     def _threads(self):
-        """Context manager setting torch's thread count from ``n_jobs``."""
-        estimator = self
-
-        class _Threads:
-            def __enter__(self):
-                self.previous = torch.get_num_threads()
-                n_jobs = estimator.n_jobs
-                if n_jobs is not None:
-                    if n_jobs == 0:
-                        raise ValueError("n_jobs=0 is not valid; use None, a positive count or -1.")
-                    cores = os.cpu_count() or 1
-                    torch.set_num_threads(min(n_jobs, cores) if n_jobs > 0 else max(1, cores + 1 + n_jobs))
-
-            def __exit__(self, *exc):
-                torch.set_num_threads(self.previous)
-
-        return _Threads()
+        """torch's thread count set from ``n_jobs``, restored even on errors."""
+        previous = torch.get_num_threads()
+        if self.n_jobs is not None:
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs=0 is not valid; use None, a positive count or -1.")
+            cores = os.cpu_count() or 1
+            torch.set_num_threads(min(self.n_jobs, cores) if self.n_jobs > 0 else max(1, cores + 1 + self.n_jobs))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
 
     # -- the label-free stages for every (method, permutation) -------------------
     def _member_rows(self, model, permutation, cells):
@@ -144,7 +128,7 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         dtype = next(model.parameters()).dtype
         cells = {}
         for method, X in X_test.items():
-            summaries = _to_device(self.column_context_[method][0], device)
+            summaries = to_device(self.column_context_[method][0], device)
             cells[method] = model.col_embedder.embed_with_context(
                 torch.from_numpy(X).to(device, dtype).unsqueeze(0), summaries)
         return cells
@@ -379,7 +363,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         n_classes = len(self.classes_)
         tau = self.softmax_temperature
         if self.member_context_ is not None:
-            context = _to_device(self.member_context_[index], R_test.device)
+            context = to_device(self.member_context_[index], R_test.device)
             logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), context)
             logits = logits[0, :, :n_classes]
         else:

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from ..base import _distributed_context, _warmup_cosine, progress, resolve_device
+from ..base import _distributed_context, _warmup_cosine, progress, resolve_device, to_device
 
 __all__ = ["pretrain"]
 
@@ -36,14 +36,6 @@ def _batch_size(batch):
     if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
         return batch[0].shape[0]
     return 1
-
-
-def _to(batch, device):
-    if isinstance(batch, dict):
-        return {k: _to(v, device) for k, v in batch.items()}
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    return batch
 
 
 def _save_atomic(payload, path):
@@ -145,7 +137,7 @@ def pretrain(model, source, loss_fn, *, steps, lr, weight_decay=0.0, warmup_frac
     model.train()
     running = None
     while history["step"] < steps:
-        batch = _to(source.sample(), device)
+        batch = to_device(source.sample(), device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss = loss_fn(train_model, batch)
         if not torch.isfinite(loss):
