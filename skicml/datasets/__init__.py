@@ -5,4 +5,6 @@ The method families add their generators here (``make_shape_scenes``,
 ``make_wearable_cohort``, ...) as they land.
 """
 
-__all__ = []
+from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables
+
+__all__ = ["load_wearable_example", "make_wearable_cohort", "wearable_variables"]
