@@ -8,5 +8,13 @@ test helper every op's tests call.
 """
 
 from ._rms_norm import rms_norm, rms_norm_reference
+from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
 
-__all__ = ["rms_norm", "rms_norm_reference"]
+__all__ = [
+    "rms_norm",
+    "rms_norm_reference",
+    "ssd_scan",
+    "ssd_scan_backward",
+    "ssd_scan_reference",
+    "ssd_scan_sequential",
+]
