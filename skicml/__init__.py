@@ -8,5 +8,6 @@ TabICLClassifier``); every estimator is listed by
 __version__ = "0.1.0.dev0"
 
 from .tabicl import TabICLClassifier  # noqa: E402
+from .wearable import WearableEncoder  # noqa: E402
 
-__all__ = ["TabICLClassifier", "__version__"]
+__all__ = ["TabICLClassifier", "WearableEncoder", "__version__"]

@@ -34,6 +34,7 @@ __all__ = [
     "SkicmlTags",
     "TorchEstimatorMixin",
     "TrainingHistory",
+    "as_skicml_tags",
     "fit_module",
     "progress",
     "resolve_device",
@@ -166,12 +167,18 @@ class SkicmlTags(Tags):
     expected_failed_checks : dict of str to str
         scikit-learn common checks this estimator cannot pass, each mapped to
         the reason. The common test suite marks them as expected failures.
+    three_d_input : bool
+        The estimator also reads 3-D arrays ``(n_samples, n_steps,
+        n_channels)`` (weeks of hourly variables, for one), so skicml's checks
+        do not expect such input to be rejected.
     """
 
     expected_failed_checks: dict = field(default_factory=dict)
+    three_d_input: bool = False
 
 
-def _as_skicml_tags(tags):
+def as_skicml_tags(tags):
+    """``tags`` as :class:`SkicmlTags` (for estimators without :class:`TorchEstimatorMixin`)."""
     if isinstance(tags, SkicmlTags):
         return tags
     values = {f.name: getattr(tags, f.name) for f in dataclasses.fields(tags)}
@@ -209,7 +216,7 @@ class TorchEstimatorMixin:
     """
 
     def __sklearn_tags__(self):
-        tags = _as_skicml_tags(super().__sklearn_tags__())
+        tags = as_skicml_tags(super().__sklearn_tags__())
         tags.expected_failed_checks = dict(tags.expected_failed_checks)
         return tags
 

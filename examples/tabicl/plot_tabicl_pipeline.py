@@ -13,7 +13,6 @@ classifier, and repeated predictions on one fit are cheap.
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
 from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss

@@ -20,6 +20,10 @@ TEST_PARAMS = {
     # float32 default is tested to 1e-6 in tests/tabicl.
     "TabICLClassifier": dict(n_estimators=2, inference_precision="float64", random_state=0, device="cpu"),
     "TabICLEmbedder": dict(n_estimators=2, random_state=0, device="cpu"),
+    # float64 for the same batch-invariance checks; the float32 default is
+    # tested in tests/wearable.
+    "WearableEncoder": dict(d_model=8, n_layers=1, head_dim=8, tokenizer_hidden=8, proj_dim=4,
+                            max_epochs=1, batch_size=16, dtype="float64", random_state=0, device="cpu"),
 }
 
 #: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than

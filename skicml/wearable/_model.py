@@ -1,0 +1,258 @@
+"""The wearable behavior model (WBM) of Erturk et al. (ICML 2025), in plain torch.
+
+One participant-week is a grid of ``T = 168`` hours by ``V`` behavioral
+variables with NaN where nothing was recorded. The network reads it top to
+bottom as:
+
+1. per-channel z-scoring with statistics stored in the model, missing cells
+   set to 0 after normalisation and a missingness mask kept beside them;
+2. the hourly tokenizer ("TST"): each hour's ``V`` values and ``V`` mask bits
+   go through a small MLP to one token of width ``d_model``;
+3. the backbone: bidirectional Mamba-2 layers (the paper's winner) or a
+   Transformer encoder (the alternative it was compared against);
+4. mean pooling over hours to the week embedding ``r``;
+5. for pretraining only, a projection head to an L2-normalised ``z`` and a
+   symmetric InfoNCE loss (plus an optional KoLeo regulariser) between two
+   views of a week, made by mask-aware augmentations that only ever remove
+   observations.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..nn.mamba2 import BidirectionalMamba2Layer
+
+__all__ = ["WearableModel", "augment_week", "info_nce_loss", "koleo_loss"]
+
+#: Default strengths of the pretraining augmentations (spec section 2.4).
+DEFAULT_AUGMENT = {
+    "cutout_blocks": 2,         # hour blocks removed per view ...
+    "cutout_hours": (2, 24),    # ... each this long, at most 25% of the week
+    "channel_dropout": 0.1,     # probability a variable is dropped for the view
+    "jitter": 0.1,              # Gaussian noise on observed z-scores
+    "scale": (0.8, 1.2),        # multiplicative factor on the scalable channels
+}
+
+
+class HourlyTokenizer(nn.Module):
+    """One token per hour from the hour's values and missingness bits (the paper's TST)."""
+
+    def __init__(self, n_channels, d_model, hidden=64, dropout=0.1):
+        super().__init__()
+        self.mlp = nn.Sequential(
+            nn.Linear(2 * n_channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, d_model)
+        )
+
+    def forward(self, values, missing):
+        return self.mlp(torch.cat([values, missing.to(values.dtype)], dim=-1))
+
+
+class TransformerBackbone(nn.Module):
+    """Post-norm Transformer encoder with learned absolute hour positions."""
+
+    def __init__(self, d_model, n_layers, n_heads, n_timesteps, bidirectional=True, dropout=0.1):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.position = nn.Parameter(torch.zeros(n_timesteps, d_model))
+        nn.init.normal_(self.position, std=0.02)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                d_model, n_heads, 4 * d_model, dropout, activation="gelu", batch_first=True
+            )
+            for _ in range(n_layers)
+        )
+
+    def forward(self, x):
+        length = x.shape[1]
+        if length > self.position.shape[0]:
+            raise ValueError(
+                f"The Transformer backbone was built for weeks of at most "
+                f"{self.position.shape[0]} time steps; got {length}."
+            )
+        x = x + self.position[:length]
+        causal = None
+        if not self.bidirectional:
+            causal = nn.Transformer.generate_square_subsequent_mask(length, device=x.device, dtype=x.dtype)
+        for layer in self.layers:
+            x = layer(x, src_mask=causal, is_causal=causal is not None)
+        return x
+
+
+class Mamba2Backbone(nn.Module):
+    """A stack of (bidirectional) Mamba-2 layers."""
+
+    def __init__(self, d_model, n_layers, bidirectional=True, dropout=0.1, **mixer_kwargs):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            BidirectionalMamba2Layer(d_model, bidirectional=bidirectional, dropout=dropout, **mixer_kwargs)
+            for _ in range(n_layers)
+        )
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class ProjectionHead(nn.Module):
+    """``d -> 4d -> d -> p`` MLP with LayerNorm and GELU, L2-normalised output."""
+
+    def __init__(self, d_model, proj_dim, dropout=0.1):
+        super().__init__()
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.LayerNorm(4 * d_model), nn.GELU(), nn.Dropout(dropout),
+            nn.Linear(4 * d_model, d_model), nn.LayerNorm(d_model), nn.GELU(), nn.Dropout(dropout),
+            nn.Linear(d_model, proj_dim),
+        )
+
+    def forward(self, r):
+        return F.normalize(self.mlp(r), dim=-1)
+
+
+class WearableModel(nn.Module):
+    """Encoder of participant-weeks, with its contrastive pretraining loss.
+
+    Parameters
+    ----------
+    n_channels : int
+        Behavioral variables per hour ``V``.
+    n_timesteps : int, default=168
+        Hours per week (only the Transformer backbone depends on it).
+    backbone : {"mamba2", "transformer"}, default="mamba2"
+    bidirectional : bool, default=True
+    d_model : int, default=64
+    n_layers : int, default=2
+    d_state, head_dim, expand, chunk_size : int
+        Mamba-2 mixer sizes, see :class:`skicml.nn.Mamba2Mixer`.
+    n_heads : int, default=4
+        Attention heads of the Transformer backbone.
+    tokenizer_hidden : int, default=64
+    proj_dim : int, default=32
+    dropout : float, default=0.1
+    pooling : {"mean", "masked_mean"}, default="mean"
+        ``"masked_mean"`` averages only the hours with at least one
+        observation (all hours when there are none).
+    temperature : float, default=0.1
+    koleo_weight : float, default=0.0
+    augment : dict or None
+        Overrides of :data:`DEFAULT_AUGMENT`.
+
+    Notes
+    -----
+    The buffers ``channel_mean``, ``channel_std`` and ``scalable_channels``
+    are part of the state dict, so a checkpoint carries the normalisation
+    it was trained with.
+    """
+
+    def __init__(self, n_channels, n_timesteps=168, backbone="mamba2", bidirectional=True, d_model=64,
+                 n_layers=2, d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4,
+                 tokenizer_hidden=64, proj_dim=32, dropout=0.1, pooling="mean", temperature=0.1,
+                 koleo_weight=0.0, augment=None):
+        super().__init__()
+        if backbone not in ("mamba2", "transformer"):
+            raise ValueError(f"backbone={backbone!r}; expected 'mamba2' or 'transformer'.")
+        if pooling not in ("mean", "masked_mean"):
+            raise ValueError(f"pooling={pooling!r}; expected 'mean' or 'masked_mean'.")
+        self.pooling = pooling
+        self.temperature = temperature
+        self.koleo_weight = koleo_weight
+        self.augment = {**DEFAULT_AUGMENT, **(augment or {})}
+        self.register_buffer("channel_mean", torch.zeros(n_channels))
+        self.register_buffer("channel_std", torch.ones(n_channels))
+        self.register_buffer("scalable_channels", torch.zeros(n_channels, dtype=torch.bool))
+        self.tokenizer = HourlyTokenizer(n_channels, d_model, tokenizer_hidden, dropout)
+        if backbone == "mamba2":
+            self.backbone = Mamba2Backbone(
+                d_model, n_layers, bidirectional, dropout,
+                d_state=d_state, head_dim=head_dim, expand=expand, chunk_size=chunk_size,
+            )
+        else:
+            self.backbone = TransformerBackbone(d_model, n_layers, n_heads, n_timesteps, bidirectional, dropout)
+        self.head = ProjectionHead(d_model, proj_dim, dropout)
+
+    def embed(self, weeks):
+        """Week embeddings ``r`` of shape ``(batch, d_model)`` from raw weeks with NaN."""
+        missing = torch.isnan(weeks)
+        z = (weeks - self.channel_mean) / self.channel_std
+        # Zeroing after normalisation makes the output blind to whatever a
+        # missing cell holds; clipping keeps one wild reading from dominating.
+        z = torch.where(missing, torch.zeros_like(z), z.clamp(-20, 20))
+        tokens = self.backbone(self.tokenizer(z, missing))
+        if self.pooling == "masked_mean":
+            observed = (~missing.all(dim=-1)).to(tokens.dtype).unsqueeze(-1)
+            observed = torch.where(observed.sum(1, keepdim=True) > 0, observed, torch.ones_like(observed))
+            return (tokens * observed).sum(1) / observed.sum(1)
+        return tokens.mean(1)
+
+    def forward(self, weeks, partner=None):
+        """The contrastive loss of a batch: two augmented views of each week,
+        or of each week and ``partner`` (another week of the same person)."""
+        view1 = augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
+        view2 = augment_week(
+            weeks if partner is None else partner, self.augment, self.channel_std, self.scalable_channels
+        )
+        # One pass over both views: half the calls, twice the batch.
+        z1, z2 = self.head(self.embed(torch.cat([view1, view2]))).chunk(2)
+        loss = info_nce_loss(z1, z2, self.temperature)
+        if self.koleo_weight:
+            loss = loss + self.koleo_weight * 0.5 * (koleo_loss(z1) + koleo_loss(z2))
+        return loss
+
+
+def augment_week(weeks, strengths, channel_std, scalable_channels):
+    """A random view of raw weeks ``(batch, T, V)``: removes observations, never adds any.
+
+    Hour blocks and whole variables become NaN, observed values get
+    multiplicative scaling (``scalable_channels`` only) and Gaussian jitter of
+    ``jitter * channel_std``, i.e. ``jitter`` on the z-score scale.
+    """
+    batch, length, n_channels = weeks.shape
+    device, dtype = weeks.device, weeks.dtype
+    drop = torch.zeros(batch, length, n_channels, dtype=torch.bool, device=device)
+
+    lo, hi = strengths["cutout_hours"]
+    n_blocks = int(strengths["cutout_blocks"])
+    if n_blocks and length >= 4:
+        # Blocks never cover more than a quarter of the week together.
+        hi = max(1, min(hi, length // (4 * n_blocks)))
+        lo = min(lo, hi)
+        hours = torch.arange(length, device=device)
+        for _ in range(n_blocks):
+            size = torch.randint(lo, hi + 1, (batch, 1), device=device)
+            start = (torch.rand(batch, 1, device=device) * (length - size + 1)).long()
+            drop |= ((hours >= start) & (hours < start + size)).unsqueeze(-1)
+
+    p_channel = float(strengths["channel_dropout"])
+    if p_channel and n_channels > 1:
+        drop |= (torch.rand(batch, 1, n_channels, device=device) < p_channel)
+
+    out = weeks
+    low, high = strengths["scale"]
+    if scalable_channels.any() and (low, high) != (1.0, 1.0):
+        factor = torch.empty(batch, 1, n_channels, device=device, dtype=dtype).uniform_(low, high)
+        out = out * torch.where(scalable_channels, factor, torch.ones_like(factor))
+    sigma = float(strengths["jitter"])
+    if sigma:
+        out = out + sigma * channel_std * torch.randn_like(out)
+    return torch.where(drop, torch.full_like(out, float("nan")), out)
+
+
+def info_nce_loss(z1, z2, temperature=0.1):
+    """Symmetric InfoNCE between matching rows of two L2-normalised batches.
+
+    Each row of ``z1`` must pick its partner among the ``N`` rows of ``z2``
+    and vice versa; random embeddings give about ``log N``.
+    """
+    logits = z1 @ z2.T / temperature
+    target = torch.arange(len(z1), device=z1.device)
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+
+def koleo_loss(z, eps=1e-8):
+    """Kozachenko-Leonenko entropy regulariser: ``-mean log(nearest-neighbour distance)``."""
+    if len(z) < 2:
+        return z.sum() * 0.0
+    distances = torch.cdist(z, z)
+    distances = distances + torch.eye(len(z), device=z.device, dtype=z.dtype) * 1e6
+    return -torch.log(distances.min(dim=1).values + eps).mean()

@@ -1,0 +1,155 @@
+"""WearableEncoder: the estimator's contract beyond scikit-learn's checks."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import FeatureUnion, make_pipeline
+
+from skicml.datasets import make_wearable_cohort
+from skicml.wearable import WearableEncoder, WeeklySummaryFeatures
+
+TINY = dict(d_model=16, n_layers=1, head_dim=8, tokenizer_hidden=16, proj_dim=8, batch_size=32,
+            max_epochs=2, random_state=0, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def cohort():
+    X, meta, y_static, y_weekly = make_wearable_cohort(n_people=24, n_weeks=2, random_state=0)
+    return X, meta, y_static, y_weekly
+
+
+@pytest.fixture(scope="module")
+def fitted(cohort):
+    return WearableEncoder(**TINY).fit(cohort[0])
+
+
+def test_embeddings_shape_and_finite(cohort, fitted):
+    X = cohort[0]
+    Z = fitted.transform(X)
+    assert Z.shape == (len(X), 16) and Z.dtype == np.float32
+    assert np.isfinite(Z).all()
+    assert fitted.n_channels_ == X.shape[2] and fitted.n_timesteps_ == 168
+    assert fitted.n_features_in_ == 168 * X.shape[2]
+    assert list(fitted.get_feature_names_out()) == [f"wearableencoder{i}" for i in range(16)]
+
+
+def test_flattened_weeks_give_the_same_embeddings(cohort, fitted):
+    X = cohort[0]
+    flat = X.reshape(len(X), -1)
+    encoder = WearableEncoder(n_channels=X.shape[2], **TINY).fit(flat)
+    np.testing.assert_allclose(encoder.transform(flat), fitted.transform(X), rtol=1e-5, atol=1e-6)
+
+
+def test_same_seed_same_embeddings(cohort, fitted):
+    torch.use_deterministic_algorithms(True)
+    try:
+        again = WearableEncoder(**TINY).fit(cohort[0])
+    finally:
+        torch.use_deterministic_algorithms(False)
+    np.testing.assert_array_equal(again.transform(cohort[0]), fitted.transform(cohort[0]))
+
+
+def test_all_missing_week_and_variable(cohort):
+    X = cohort[0].copy()
+    X[0] = np.nan            # a week with nothing recorded
+    X[:, :, 1] = np.nan      # a variable never recorded
+    encoder = WearableEncoder(**TINY).fit(X)
+    assert encoder.channel_mean_[1] == 0 and encoder.channel_std_[1] == 1
+    assert np.isfinite(encoder.channel_mean_).all() and np.isfinite(encoder.channel_std_).all()
+    Z = encoder.transform(X)
+    assert np.isfinite(Z).all()
+
+
+def test_all_missing_data_is_an_error(cohort):
+    with pytest.raises(ValueError, match="every value of X is missing"):
+        WearableEncoder(**TINY).fit(np.full((4, 168, 3), np.nan))
+
+
+def test_shape_errors(cohort, fitted):
+    X = cohort[0]
+    with pytest.raises(ValueError, match="168 hours x"):
+        fitted.transform(X[:, :100])
+    with pytest.raises(ValueError, match="168 hours x 12 variables; got 168 x 3"):
+        fitted.transform(X[:, :, :3])
+    with pytest.raises(ValueError, match="expecting 2016 features"):
+        fitted.transform(X.reshape(len(X), -1)[:, :100])
+    with pytest.raises(ValueError, match="not a whole number of hours"):
+        WearableEncoder(n_channels=5, **TINY).fit(np.zeros((4, 12)))
+    with pytest.raises(ValueError, match="n_channels=4"):
+        WearableEncoder(n_channels=4, **TINY).fit(X)
+    with pytest.raises(ValueError, match="infinity|inf"):
+        WearableEncoder(**TINY).fit(np.full((4, 24, 2), np.inf))
+
+
+def test_integer_input_is_cast():
+    X = np.random.default_rng(0).integers(0, 100, size=(6, 24, 2))
+    Z = WearableEncoder(**TINY).fit_transform(X)
+    assert Z.dtype == np.float64 and np.isfinite(Z).all()  # integers become float64, as in scikit-learn
+
+
+def test_participant_pairs(cohort):
+    X, meta = cohort[0], cohort[1]
+    encoder = WearableEncoder(positive_pairs="participant", **TINY)
+    encoder.fit(X, groups=meta["person_id"])
+    assert np.isfinite(encoder.history_).all()
+    with pytest.warns(UserWarning, match="needs groups"):
+        WearableEncoder(positive_pairs="participant", **TINY).fit(X)
+    with pytest.raises(ValueError, match="groups must have shape"):
+        WearableEncoder(positive_pairs="participant", **TINY).fit(X, groups=[0, 1])
+
+
+def test_partner_is_another_week_of_the_same_person():
+    groups = np.array([0, 0, 1, 2, 2, 2, 1])
+    partner = WearableEncoder(**TINY)._partner_index(groups, len(groups), seed=0)
+    assert (groups[partner] == groups).all()
+    assert (partner != np.arange(len(groups))).all()
+
+
+def test_save_and_load_roundtrip(cohort, fitted, tmp_path):
+    path = tmp_path / "encoder.pt"
+    digest = fitted.save(path)
+    assert len(digest) == 64
+    loaded = WearableEncoder(pretrained=str(path), device="cpu").fit(cohort[0])
+    np.testing.assert_array_equal(loaded.transform(cohort[0]), fitted.transform(cohort[0]))
+    assert loaded.history_ == []
+    with pytest.raises(ValueError, match="reads weeks of"):
+        WearableEncoder(pretrained=str(path)).fit(cohort[0][:, :, :2])
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        WearableEncoder(pretrained=str(tmp_path / "missing.pt")).fit(cohort[0])
+
+
+def test_pickle_keeps_embeddings(cohort, fitted):
+    clone = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(clone.transform(cohort[0]), fitted.transform(cohort[0]))
+
+
+def test_training_reduces_the_loss_without_collapse():
+    X, *_ = make_wearable_cohort(n_people=64, n_weeks=2, random_state=1)
+    encoder = WearableEncoder(**dict(TINY, proj_dim=16, dropout=0.0, max_epochs=8, lr=2e-3)).fit(X)
+    assert encoder.history_[-1] < 0.8 * encoder.history_[0]
+    Z = encoder.transform(X)
+    assert (Z.std(axis=0) > 1e-3).all()
+    singular = np.linalg.svd(Z - Z.mean(0), compute_uv=False)
+    effective_rank = np.exp(-np.sum((p := singular / singular.sum()) * np.log(p + 1e-12)))
+    assert effective_rank > Z.shape[1] / 4
+
+
+@pytest.mark.parametrize("backbone", ["mamba2", "transformer"])
+def test_pipelines(cohort, backbone):
+    X, meta, y_static = cohort[0], cohort[1], cohort[2]
+    y = y_static.loc[meta["person_id"], "age_group"].to_numpy()
+    encoder = WearableEncoder(backbone=backbone, **TINY)
+    model = make_pipeline(encoder, LogisticRegression(max_iter=500)).fit(X, y)
+    assert model.predict_proba(X).shape == (len(X), 2)
+    union = FeatureUnion([("wbm", WearableEncoder(**TINY)), ("summary", WeeklySummaryFeatures())])
+    assert union.fit_transform(X).shape == (len(X), 16 + 9 * X.shape[2])
+
+
+def test_unknown_options(cohort):
+    with pytest.raises(ValueError, match="positive_pairs"):
+        WearableEncoder(positive_pairs="nearby").fit(cohort[0])
+    with pytest.raises(ValueError, match="dtype"):
+        WearableEncoder(dtype="float16").fit(cohort[0])

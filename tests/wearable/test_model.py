@@ -1,0 +1,112 @@
+"""The wearable network: augmentations, losses and backbones."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skicml.wearable import WearableModel
+from skicml.wearable._model import DEFAULT_AUGMENT, augment_week, info_nce_loss, koleo_loss
+
+
+def _weeks(batch=4, length=48, channels=3, missing=0.3, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    weeks = torch.rand(batch, length, channels, generator=generator) * 100
+    weeks[torch.rand(weeks.shape, generator=generator) < missing] = float("nan")
+    return weeks
+
+
+@settings(max_examples=20, deadline=None)
+@given(length=st.integers(1, 60), channels=st.integers(1, 5), seed=st.integers(0, 1000))
+def test_augmentation_only_removes_observations(length, channels, seed):
+    torch.manual_seed(seed)
+    weeks = _weeks(3, length, channels, seed=seed)
+    view = augment_week(weeks, DEFAULT_AUGMENT, torch.ones(channels), torch.ones(channels, dtype=torch.bool))
+    assert view.shape == weeks.shape
+    # Every cell missing before is still missing: nothing is invented.
+    assert torch.isnan(view)[torch.isnan(weeks)].all()
+
+
+def test_cutout_removes_at_most_a_quarter_of_the_week():
+    torch.manual_seed(0)
+    weeks = torch.ones(256, 168, 1)
+    view = augment_week(weeks, dict(DEFAULT_AUGMENT, jitter=0.0), torch.ones(1), torch.zeros(1, dtype=torch.bool))
+    removed = torch.isnan(view[..., 0]).float().mean(1)
+    assert removed.max() <= 0.25 and removed.mean() > 0.05
+
+
+def test_info_nce_bounds():
+    torch.manual_seed(0)
+    z = torch.nn.functional.normalize(torch.randn(256, 32), dim=-1)
+    assert info_nce_loss(z, z, temperature=1e-3) < 1e-3
+    random_loss = info_nce_loss(z, torch.nn.functional.normalize(torch.randn(256, 32), dim=-1), 1.0)
+    assert abs(random_loss.item() - math.log(256)) < 0.1 * math.log(256)
+    assert info_nce_loss(z[:1], z[:1]) >= 0
+
+
+def test_koleo_prefers_spread_embeddings():
+    torch.manual_seed(0)
+    spread = torch.nn.functional.normalize(torch.randn(64, 8), dim=-1)
+    clumped = torch.nn.functional.normalize(torch.randn(64, 8) * 0.01 + 1, dim=-1)
+    assert koleo_loss(spread) < koleo_loss(clumped)
+    assert koleo_loss(spread[:1]) == 0
+
+
+@pytest.mark.parametrize("backbone", ["mamba2", "transformer"])
+def test_backbones_are_interchangeable(backbone):
+    torch.manual_seed(0)
+    model = WearableModel(3, 48, backbone=backbone, d_model=16, n_layers=1, head_dim=8, proj_dim=8)
+    weeks = _weeks()
+    assert model.embed(weeks).shape == (4, 16)
+    loss = model(weeks)
+    loss.backward()
+    assert torch.isfinite(loss) and loss >= 0
+
+
+def test_missing_cells_reach_the_tokenizer_as_zeros():
+    torch.manual_seed(0)
+    model = WearableModel(3, 48, d_model=8, n_layers=1, head_dim=8).eval()
+    seen = {}
+    model.tokenizer.register_forward_hook(lambda module, args, out: seen.update(values=args[0], missing=args[1]))
+    weeks = _weeks()
+    embedding = model.embed(weeks)
+    assert torch.isfinite(embedding).all()
+    assert (seen["values"][seen["missing"]] == 0).all()
+    assert seen["missing"].equal(torch.isnan(weeks))
+
+
+@pytest.mark.parametrize("pooling", ["mean", "masked_mean"])
+def test_all_missing_week_has_a_finite_embedding(pooling):
+    model = WearableModel(3, 48, d_model=8, n_layers=1, head_dim=8, pooling=pooling).eval()
+    weeks = torch.full((2, 48, 3), float("nan"))
+    assert torch.isfinite(model.embed(weeks)).all()
+
+
+def test_masked_mean_ignores_empty_hours():
+    torch.manual_seed(0)
+    model = WearableModel(2, 10, backbone="transformer", d_model=8, n_layers=0, pooling="masked_mean").eval()
+    weeks = torch.randn(1, 10, 2)
+    weeks[:, 5:] = float("nan")
+    tokens = model.backbone(model.tokenizer(*_normalised(model, weeks)))
+    torch.testing.assert_close(model.embed(weeks), tokens[:, :5].mean(1))
+
+
+def _normalised(model, weeks):
+    missing = torch.isnan(weeks)
+    z = torch.where(missing, 0.0, (weeks - model.channel_mean) / model.channel_std)
+    return z, missing
+
+
+def test_transformer_rejects_longer_weeks():
+    model = WearableModel(2, 10, backbone="transformer", d_model=8, n_layers=1)
+    with pytest.raises(ValueError, match="at most 10"):
+        model.embed(torch.zeros(1, 11, 2))
+
+
+def test_unknown_options_are_rejected():
+    with pytest.raises(ValueError, match="backbone"):
+        WearableModel(2, backbone="lstm")
+    with pytest.raises(ValueError, match="pooling"):
+        WearableModel(2, pooling="max")
