@@ -267,12 +267,15 @@ class TrainingHistory:
         1-based epoch whose weights were kept.
     n_epochs : int
         Epochs actually run (early stopping may end before ``max_epochs``).
+    epoch_seconds : list of float
+        Wall time of each epoch, those of resumed runs included.
     """
 
     train_loss: list
     valid_loss: list
     best_epoch: int
     n_epochs: int
+    epoch_seconds: list = field(default_factory=list)
 
 
 def _loss_is_output(output, target=None):
@@ -590,4 +593,5 @@ def fit_module(
         best_epoch = int(np.argmin(valid_loss)) + 1 if n_iter_no_change is not None else len(valid_loss)
     else:
         best_epoch = len(train_loss)
-    return trained, TrainingHistory(train_loss, valid_loss, best_epoch, len(train_loss))
+    seconds = [float(v) for v in net.history[:, "dur"]] if len(net.history) else []
+    return trained, TrainingHistory(train_loss, valid_loss, best_epoch, len(train_loss), seconds)

@@ -23,6 +23,7 @@ __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 #: Modules with a ``tour_entries()`` function, one per method family.
 TOUR_MODULES: list = [
     "skicml.tabicl._tour",
+    "skicml.wearable._tour",
 ]
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.

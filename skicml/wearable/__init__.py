@@ -9,9 +9,19 @@
 Synthetic cohorts come from :func:`skicml.datasets.make_wearable_cohort`.
 """
 
+from .._weights import register_weights
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
 from ._model import WearableModel
 
 __all__ = ["WearableEncoder", "WearableModel", "WeeklySummaryFeatures", "evaluate_probes"]
+
+register_weights(
+    "wearable-core-small",
+    "skicml.wearable",
+    "_weights/wearable_core_small.pt",
+    sha256="576b3ef47a8d3e8bee04f21fee94a5ee275e8b3e9a9826f55e60f5185bf12102",
+    description="Wearable encoder (bidirectional Mamba-2, 0.24M parameters) pretrained "
+                "contrastively on 8,000 synthetic weeks of the 12 core variables",
+)

@@ -80,6 +80,9 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         Overrides of the augmentation strengths (``cutout_blocks``,
         ``cutout_hours``, ``channel_dropout``, ``jitter``, ``scale``).
     max_epochs : int, default=20
+        ``0`` keeps the randomly initialised network (with the
+        normalisation statistics of ``X``): the control that measures what
+        pretraining adds.
     batch_size : int, default=128
     lr : float, default=1e-3
     weight_decay : float, default=1e-4
@@ -223,6 +226,14 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         module.scalable_channels.copy_(torch.as_tensor(scalable))
         module = module.to(getattr(torch, self.dtype))
 
+        if self.max_epochs == 0:
+            # The randomly initialised network: the control that shows what
+            # pretraining adds.
+            self.module_ = module.eval()
+            self.history_, self.n_iter_ = [], 0
+            self.provenance_ = {"trained_by": "fit", "n_weeks": len(weeks), "epochs": 0, "train_minutes": 0.0}
+            self._set_statistics()
+            return self
         inputs = {"weeks": torch.as_tensor(weeks, dtype=getattr(torch, self.dtype))}
         if self.positive_pairs == "participant":
             partner = self._partner_index(groups, len(weeks), seed)
@@ -238,7 +249,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         )
         self.history_ = list(history.train_loss)
         self.n_iter_ = history.n_epochs
-        self.provenance_ = {"trained_by": "fit", "n_weeks": len(weeks), "epochs": history.n_epochs}
+        self.provenance_ = {"trained_by": "fit", "n_weeks": len(weeks), "epochs": history.n_epochs,
+                            "train_minutes": round(sum(history.epoch_seconds) / 60, 1)}
         self._set_statistics()
         return self
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 
@@ -81,9 +80,7 @@ def main(argv=None):
         positive_pairs=args.positive_pairs, checkpoint_dir=args.checkpoint_dir,
         device="auto", random_state=args.seed, verbose=0 if args.quiet else 1,
     )
-    start = time.perf_counter()
     encoder.fit(X, groups=meta["person_id"].to_numpy())
-    minutes = (time.perf_counter() - start) / 60
     report = probe_report(encoder, n_people=args.eval_people, variables=args.variables)
     baseline = probe_report(WeeklySummaryFeatures(), n_people=args.eval_people, variables=args.variables)
     table = report[["task", "metric", "score"]].merge(
@@ -99,8 +96,9 @@ def main(argv=None):
             "epochs": encoder.n_iter_,
             "train_loss": [round(v, 4) for v in encoder.history_],
             "seed": args.seed,
-            "minutes_this_run": round(minutes, 1),
-            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "train_minutes": encoder.provenance_["train_minutes"],
+            "torch": str(torch.__version__),
             "probe_scores": table.round(4).to_dict(orient="list"),
         }
         digest = encoder.save(args.export)

@@ -153,3 +153,32 @@ def test_unknown_options(cohort):
         WearableEncoder(positive_pairs="nearby").fit(cohort[0])
     with pytest.raises(ValueError, match="dtype"):
         WearableEncoder(dtype="float16").fit(cohort[0])
+
+
+def test_real_actigraphy_weeks_end_to_end():
+    from skicml.datasets import load_wearable_example
+
+    X, meta = load_wearable_example()
+    encoder = WearableEncoder(**dict(TINY, max_epochs=1)).fit(X)
+    Z = encoder.transform(X)
+    assert Z.shape == (len(X), 16) and np.isfinite(Z).all()
+
+
+def test_shipped_encoder_is_frozen_and_documented(cohort):
+    from skicml._weights import available_weights, load_weights
+
+    assert "wearable-core-small" in available_weights()
+    encoder = WearableEncoder(pretrained="wearable-core-small").fit(cohort[0])
+    payload = load_weights("wearable-core-small")
+    for name, tensor in encoder.module_.state_dict().items():
+        torch.testing.assert_close(tensor, payload["state_dict"][name], rtol=0, atol=0)
+    assert encoder.history_ == [] and encoder.embedding_dim_ == 64
+    assert encoder.provenance_["epochs"] >= 1 and "probe_scores" in encoder.provenance_
+    assert np.isfinite(encoder.transform(cohort[0])).all()
+
+
+def test_zero_epochs_keeps_the_random_network(cohort):
+    encoder = WearableEncoder(**dict(TINY, max_epochs=0)).fit(cohort[0])
+    again = WearableEncoder(**dict(TINY, max_epochs=0)).fit(cohort[0])
+    assert encoder.history_ == [] and encoder.n_iter_ == 0
+    np.testing.assert_array_equal(encoder.transform(cohort[0]), again.transform(cohort[0]))
