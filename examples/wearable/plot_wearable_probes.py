@@ -1,7 +1,7 @@
 """
-===============================================
+================================================
 Pretraining an encoder and probing health labels
-===============================================
+================================================
 
 The paper's protocol: a self-supervised encoder turns each week into an
 embedding, then a linear probe per health label is scored on people it has

@@ -107,7 +107,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     ----------
     module_ : WearableModel
         The network in eval mode.
-    channel_mean_, channel_std_ : ndarray of shape (n_channels_,)
+    channel_mean_, channel_std_ : ndarray of shape (n_channels,)
         Per-variable statistics of the observed training cells (mean 0 and
         std 1 for a variable never observed; std floored at 1e-6).
     n_channels_ : int
@@ -314,7 +314,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
 
         Returns
         -------
-        ndarray of shape (n_weeks, embedding_dim_)
+        ndarray of shape (n_weeks, embedding_dim)
             In X's floating dtype.
         """
         check_is_fitted(self)

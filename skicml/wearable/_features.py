@@ -39,7 +39,7 @@ class WeeklySummaryFeatures(TransformerMixin, BaseEstimator):
     n_channels_ : int
     n_timesteps_ : int
     n_features_in_ : int
-    fill_values_ : ndarray of shape (n_channels_ * 9,)
+    fill_values_ : ndarray of shape (n_channels * 9,)
         Training means used for statistics that cannot be computed.
 
     Examples
