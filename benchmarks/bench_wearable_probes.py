@@ -31,46 +31,10 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-from sklearn.metrics import mean_absolute_error, roc_auc_score
-from sklearn.model_selection import GroupKFold
 
 from skicml.datasets import make_wearable_cohort
 from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
-from skicml.wearable._pretrain import TASKS_STATIC, TASKS_WEEKLY
-
-
-def labels_of(meta, y_static, y_weekly):
-    labels = y_static.loc[meta["person_id"], list(TASKS_STATIC)].reset_index(drop=True)
-    for task in TASKS_WEEKLY:
-        labels[task] = y_weekly[task].to_numpy()
-    return labels
-
-
-def hgb_report(features, labels, groups, n_splits=5, random_state=0):
-    """evaluate_probes' protocol with HistGradientBoosting instead of a linear probe."""
-    rows = []
-    for task in labels.columns:
-        y = labels[task].to_numpy(dtype=float)
-        static = task in TASKS_STATIC
-        if static:
-            pooled = pd.DataFrame(features).groupby(groups, sort=True).mean()
-            X_task, g_task = pooled.to_numpy(), pooled.index.to_numpy()
-            y_task = pd.Series(y).groupby(groups, sort=True).first().to_numpy()
-        else:
-            X_task, y_task, g_task = features, y, groups
-        binary = task != "sleep_duration"
-        scores = []
-        for train, test in GroupKFold(n_splits, shuffle=True, random_state=random_state).split(X_task, y_task, g_task):
-            if binary and (len(np.unique(y_task[train])) < 2 or len(np.unique(y_task[test])) < 2):
-                continue  # as evaluate_probes: a fold without both classes has no AUROC
-            if binary:
-                model = HistGradientBoostingClassifier(random_state=0).fit(X_task[train], y_task[train])
-                scores.append(roc_auc_score(y_task[test], model.predict_proba(X_task[test])[:, 1]))
-            else:
-                model = HistGradientBoostingRegressor(random_state=0).fit(X_task[train], y_task[train])
-                scores.append(mean_absolute_error(y_task[test], model.predict(X_task[test])))
-        rows.append({"task": task, "score": float(np.mean(scores))})
-    return pd.DataFrame(rows)
+from skicml.wearable._pretrain import week_labels
 
 
 def main():
@@ -94,7 +58,7 @@ def main():
         n_people=args.eval_people, n_weeks=args.weeks, effect_size=args.effect_size,
         return_sensor_embedding=True, random_state=2024,
     )
-    labels = labels_of(meta, y_static, y_weekly)
+    labels = week_labels(meta, y_static, y_weekly)
     groups = meta["person_id"].to_numpy()
     print(f"pretraining cohort: {args.pretrain_people} people x {args.weeks} weeks; evaluation cohort: "
           f"{args.eval_people} people x {args.weeks} weeks, effect_size={args.effect_size}")
@@ -127,7 +91,12 @@ def main():
         scores[name] = report["score"]
         r2[name] = report.loc["sleep_duration", "r2"]
         metrics = report["metric"]
-    scores["summary+HGB"] = hgb_report(features["summary+LR"], labels, groups).set_index("task")["score"]
+    hgb = evaluate_probes(
+        features["summary+LR"], labels, groups,
+        classifier=HistGradientBoostingClassifier(random_state=0),
+        regressor=HistGradientBoostingRegressor(random_state=0),
+    )
+    scores["summary+HGB"] = hgb.set_index("task")["score"]
     table = pd.DataFrame(scores)
     table.insert(0, "metric", metrics)
     print("\nProbe scores on held-out people (AUROC higher is better; sleep_duration is MAE in hours, lower is better)")

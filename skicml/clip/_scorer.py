@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 from scipy import stats
 from sklearn.base import OutlierMixin
+from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted
 
 from ._whitening import WhiteningLikelihood
@@ -144,8 +145,7 @@ class WhitenedLikelihoodOutlierDetector(OutlierMixin, WhiteningLikelihood):
         if self.contamination == "auto":
             self.offset_ = self._chi2_offset()
         else:
-            Z = (X - self.mean_) @ self.whitening_matrix_
-            scores = self._scores_from_sqnorm(np.einsum("ij,ij->i", Z, Z))
+            scores = self._scores_from_sqnorm(row_norms(self._whiten(X), squared=True))
             self.offset_ = float(np.percentile(scores, 100.0 * self.contamination))
         return self
 

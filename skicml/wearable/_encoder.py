@@ -197,7 +197,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         if self.positive_pairs not in ("augment", "participant"):
             raise ValueError(f"positive_pairs={self.positive_pairs!r}; expected 'augment' or 'participant'.")
         weeks = validate_weeks(self, X, reset=True)
-        if np.isnan(weeks).all():
+        observed = ~np.isnan(weeks)
+        if not observed.any():
             raise ValueError(
                 f"{type(self).__name__}: every value of X is missing (NaN); there is nothing to learn from."
             )
@@ -205,7 +206,6 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         if self.pretrained is not None:
             return self._load_pretrained()
 
-        observed = ~np.isnan(weeks)
         counts = observed.sum(axis=(0, 1))
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(counts > 0, np.nansum(weeks, axis=(0, 1)) / np.maximum(counts, 1), 0.0)
@@ -301,8 +301,12 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     def _set_statistics(self):
         self.channel_mean_ = self.module_.channel_mean.double().cpu().numpy()
         self.channel_std_ = self.module_.channel_std.double().cpu().numpy()
-        self.embedding_dim_ = self.module_.head.mlp[0].in_features
-        self._n_features_out = self.embedding_dim_
+        self.embedding_dim_ = self.config_["d_model"]
+
+    @property
+    def _n_features_out(self):
+        # The width get_feature_names_out names (ClassNamePrefixFeaturesOutMixin).
+        return self.embedding_dim_
 
     # ------------------------------------------------------------ transform
     def transform(self, X):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.metrics import mean_absolute_error, r2_score, roc_auc_score
 from sklearn.model_selection import GroupKFold
@@ -12,7 +13,8 @@ from sklearn.utils.validation import check_array
 __all__ = ["evaluate_probes"]
 
 
-def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", random_state=0):
+def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", classifier=None,
+                    regressor=None, random_state=0):
     """Linear probes of each label on frozen week embeddings, split by person.
 
     Binary labels get a logistic-regression probe scored by AUROC; numeric
@@ -37,6 +39,10 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", ra
     static : "auto" or list of str, default="auto"
         Tasks probed at the person level. ``"auto"`` takes every label that is
         constant within each person.
+    classifier, regressor : estimator or None, default=None
+        The probes of binary and numeric labels (cloned per fold). ``None``
+        is the paper's linear probe: standardisation then
+        LogisticRegression, or RidgeCV.
     random_state : int, default=0
         Shuffles the assignment of people to folds.
 
@@ -89,19 +95,20 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", ra
         else:
             X_task, y_task, g_task = embeddings[keep], y[keep], groups[keep]
         rows.append(_probe(task, X_task, y_task, g_task, "person" if is_static else "week",
-                           n_splits, random_state))
+                           n_splits, classifier, regressor, random_state))
     return pd.DataFrame(rows)
 
 
-def _probe(task, X, y, groups, level, n_splits, random_state):
+def _probe(task, X, y, groups, level, n_splits, classifier, regressor, random_state):
     binary = set(np.unique(y)) <= {0.0, 1.0}
     n_people = len(np.unique(groups))
     if n_people < n_splits:
         raise ValueError(f"Task {task!r} has {n_people} people with labels, fewer than n_splits={n_splits}.")
     if binary:
-        probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+        probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)) if classifier is None else classifier
     else:
-        probe = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+        probe = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))) if regressor is None else regressor
+    probe = clone(probe)
     splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
     scores, r2 = [], []
     for train, test in splitter.split(X, y, groups):

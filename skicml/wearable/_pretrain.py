@@ -17,13 +17,14 @@ import argparse
 import sys
 
 import torch
+from sklearn.exceptions import NotFittedError
 
 from ..datasets import make_wearable_cohort, wearable_variables
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
 
-__all__ = ["main", "probe_report"]
+__all__ = ["main", "probe_report", "week_labels"]
 
 TASKS_STATIC = ("age_group", "sleep_disorder", "beta_blocker")
 TASKS_WEEKLY = ("pregnancy", "infection", "sleep_duration")
@@ -60,11 +61,20 @@ def probe_report(transformer, n_people=600, n_weeks=4, variables="core", seed=12
     X, meta, y_static, y_weekly = make_wearable_cohort(
         n_people=n_people, n_weeks=n_weeks, variables=variables, random_state=seed
     )
-    features = transformer.transform(X) if hasattr(transformer, "module_") else transformer.fit_transform(X)
+    try:
+        features = transformer.transform(X)
+    except NotFittedError:
+        features = transformer.fit_transform(X)
+    return evaluate_probes(features, week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy())
+
+
+def week_labels(meta, y_static, y_weekly):
+    """One row per week with every task of the benchmark: static labels
+    repeated over the person's weeks, then the weekly ones."""
     labels = y_static.loc[meta["person_id"], list(TASKS_STATIC)].reset_index(drop=True)
     for task in TASKS_WEEKLY:
         labels[task] = y_weekly[task].to_numpy()
-    return evaluate_probes(features, labels, meta["person_id"].to_numpy())
+    return labels
 
 
 def main(argv=None):
