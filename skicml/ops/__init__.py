@@ -7,10 +7,13 @@ of the documentation for the pattern and :mod:`skicml.ops.testing` for the
 test helper every op's tests call.
 """
 
+from ._euler import euler_serialize, euler_serialize_reference
 from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
 
 __all__ = [
+    "euler_serialize",
+    "euler_serialize_reference",
     "rms_norm",
     "rms_norm_reference",
     "ssd_scan",
