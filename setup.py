@@ -61,7 +61,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["skicml", "skicml.*"]),
     include_package_data=True,
-    package_data={"skicml": ["*/_weights/*.pt", "*/_data/*", "*/_weights/*.json"]},
+    package_data={"skicml": ["*/_weights/*.pt", "*/_data/*", "*/_weights/*.json", "ops/*.c"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["skicml = skicml.cli:main"]},
