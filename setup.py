@@ -32,7 +32,7 @@ EXTRAS = {
     # matches (see doc/install.rst).
     "clip": ["open_clip_torch>=2.24", "torchvision>=0.19"],
     "graph": ["torch_geometric>=2.5"],
-    "chem": ["rdkit>=2023.9"],
+    "chem": ["rdkit>=2023.9", "qm9pack>=1.0"],
     "test": [
         "pytest>=8",
         "pytest-timeout>=2.3",

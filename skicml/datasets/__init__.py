@@ -5,6 +5,14 @@ The method families add their generators here (``make_shape_scenes``,
 ``make_wearable_cohort``, ...) as they land.
 """
 
+from ._molecules import load_nci_tpsa, load_qm9, make_triangle_graphs
 from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables
 
-__all__ = ["load_wearable_example", "make_wearable_cohort", "wearable_variables"]
+__all__ = [
+    "load_nci_tpsa",
+    "load_qm9",
+    "load_wearable_example",
+    "make_triangle_graphs",
+    "make_wearable_cohort",
+    "wearable_variables",
+]
