@@ -24,6 +24,15 @@ TEST_PARAMS = {
     # tested in tests/wearable.
     "WearableEncoder": dict(d_model=8, n_layers=1, head_dim=8, tokenizer_hidden=8, proj_dim=4,
                             max_epochs=1, batch_size=16, dtype="float64", random_state=0, device="cpu"),
+    # float64 for the batch-invariance checks; the classifier needs enough
+    # epochs to clear check_classifiers_train's accuracy bar.
+    "EulerTokenizer": dict(random_state=0),
+    "GraphGPTEncoder": dict(hidden_size=8, num_layers=1, head_dim=8, mlp_ratio=2, n_views=2, max_epochs=1,
+                            dtype="float64", random_state=0, device="cpu"),
+    "GraphGPTRegressor": dict(hidden_size=16, num_layers=1, head_dim=8, mlp_ratio=2, n_views=2, max_epochs=30,
+                              lr=3e-3, dtype="float64", random_state=0, device="cpu"),
+    "GraphGPTClassifier": dict(hidden_size=16, num_layers=1, head_dim=8, mlp_ratio=2, n_views=2, max_epochs=30,
+                               lr=3e-3, dtype="float64", random_state=0, device="cpu"),
 }
 
 #: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than

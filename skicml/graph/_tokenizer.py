@@ -1,0 +1,444 @@
+"""``EulerTokenizer``: graphs to stacked token sequences and back (GraphGPT).
+
+A graph becomes one row per step of an Eulerian walk (section 2 of the
+GraphGPT paper): the walk covers every edge, duplicating a few to make the
+graph Eulerian, starts at a random node, and jumps between connected
+components. Each row stacks ``F`` tokens that the model embeds and sums:
+
+``[node index, node attribute 1..Dn, edge attribute 1..De, step kind]``
+
+- the node index is the node's order of first appearance in the walk plus a
+  random offset modulo ``node_scope`` ("cyclic re-index"), so that every
+  index token gets trained, not only the small ones;
+- the edge attributes are those of the edge used to arrive at the node (the
+  column defaults on the first row and on jumps);
+- the step kind (``<start>``, ``<edge>``, ``<jump>``) marks jumps, so that
+  disconnected graphs decode losslessly even without edge attributes;
+- a final ``<eos>`` row is where the fine-tuning head reads the graph.
+
+The walk comes from the ``skicml::euler_serialize`` custom op (a compiled
+linear-time kernel); the vocabulary is learned in ``fit`` from the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import networkx as nx
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import seed_from_random_state
+from ..ops import euler_serialize
+from ._graphs import read_graphs
+
+__all__ = ["EulerTokenizer", "pad_sequences"]
+
+SPECIAL_TOKENS = ("<pad>", "<mask>", "<eos>", "<start>", "<edge>", "<jump>")
+PAD, MASK, EOS, START, EDGE, JUMP = range(len(SPECIAL_TOKENS))
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix(values):
+    """The splitmix64 finaliser, vectorised (uint64 arithmetic wraps)."""
+    z = np.asarray(values, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _content_hash(graph):
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(np.int64(graph.num_nodes).tobytes())
+    for array in (graph.edge_index, graph.x, graph.edge_attr):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return int.from_bytes(digest.digest(), "little")
+
+
+def pad_sequences(sequences, max_len=None, dtype=np.int64):
+    """Stack token sequences of shape (L_i, F) into (n, max_len, F), 0-padded.
+
+    Parameters
+    ----------
+    sequences : sequence of ndarray of shape (L_i, F)
+    max_len : int or None
+        Length of the output; ``None`` uses the longest sequence. Longer
+        sequences raise a ValueError.
+    dtype : numpy dtype, default=np.int64
+
+    Returns
+    -------
+    ndarray of shape (n, max_len, F)
+    """
+    lengths = np.array([len(s) for s in sequences])
+    width = sequences[0].shape[1] if len(sequences) else 0
+    longest = int(lengths.max()) if len(lengths) else 0
+    max_len = longest if max_len is None else max_len
+    if longest > max_len:
+        raise ValueError(
+            f"A sequence has {longest} rows, more than max_len={max_len}; raise max_len (the graph has "
+            "more edges than the model was sized for)."
+        )
+    out = np.zeros((len(sequences), max_len, width), dtype=dtype)
+    for i, sequence in enumerate(sequences):
+        out[i, : len(sequence)] = sequence
+    return out
+
+
+class _Column:
+    """The vocabulary of one attribute column: categories or quantile bins."""
+
+    def __init__(self, name, values, n_bins):
+        self.name = name
+        self.discrete = bool(np.all(values == np.round(values)))
+        if self.discrete:
+            self.categories = np.unique(values)
+            self.labels = [str(int(v)) for v in self.categories]
+        else:
+            edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)))
+            self.edges = edges[1:-1]
+            bins = np.searchsorted(self.edges, values, side="right")
+            self.categories = np.array([values[bins == k].mean() for k in range(len(self.edges) + 1)])
+            self.labels = [f"bin{k}" for k in range(len(self.categories))]
+
+    def tokens(self):
+        return [f"{self.name}:?"] + [f"{self.name}:{label}" for label in self.labels]
+
+    def encode(self, values, first_id):
+        """Token ids of ``values``; unseen categories map to the column default."""
+        if self.discrete:
+            position = np.clip(np.searchsorted(self.categories, values), 0, len(self.categories) - 1)
+            known = self.categories[position] == values
+            return np.where(known, first_id + 1 + position, first_id)
+        return first_id + 1 + np.searchsorted(self.edges, values, side="right")
+
+    def decode(self, ids, first_id):
+        offset = ids - first_id - 1
+        return np.where(offset >= 0, self.categories[np.clip(offset, 0, None)], np.nan)
+
+    def state(self):
+        state = {"name": self.name, "discrete": self.discrete, "categories": self.categories.tolist()}
+        if not self.discrete:
+            state["edges"] = self.edges.tolist()
+        return state
+
+    @classmethod
+    def from_state(cls, state):
+        column = cls.__new__(cls)
+        column.name, column.discrete = state["name"], state["discrete"]
+        column.categories = np.asarray(state["categories"], dtype=np.float64)
+        if column.discrete:
+            column.labels = [str(int(v)) for v in column.categories]
+        else:
+            column.edges = np.asarray(state["edges"], dtype=np.float64)
+            column.labels = [f"bin{k}" for k in range(len(column.categories))]
+        return column
+
+
+class EulerTokenizer(TransformerMixin, BaseEstimator):
+    """Serialize graphs into stacked token sequences along Eulerian walks.
+
+    The lossless, reversible graph-to-sequence map of GraphGPT (Zhao et al.,
+    ICML 2025). Each graph becomes an int64 array of shape ``(L, F)``: one
+    row per step of a walk that covers every edge (plus a final ``<eos>``
+    row), ``F = 2 + n_node_attributes + n_edge_attributes`` stacked tokens
+    per row. Different seeds give different walks and index offsets of the
+    same graph: the augmentation GraphGPT trains with.
+
+    Parameters
+    ----------
+    node_scope : int, default=64
+        Number of node index tokens; graphs may have at most this many nodes.
+        The paper's molecule models use 512; QM9 needs 9.
+    reindex : {"cyclic", "sequential"}, default="cyclic"
+        ``"sequential"`` numbers nodes 0, 1, 2, ... by first appearance;
+        ``"cyclic"`` adds a random offset modulo ``node_scope`` (the paper's
+        default), which spreads training over all index tokens.
+    node_attr, edge_attr : str, list of str or None, default="x", "edge_attr"
+        Attribute keys read from networkx graphs.
+    n_bins : int, default=16
+        Quantile bins of attribute columns with non-integer values (integer
+        columns get one token per value seen in ``fit``).
+    max_len : int or None, default=None
+        Longest sequence ``transform`` may emit; ``None`` means no limit.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the walks. A graph's walk depends only on the graph, the seed
+        and the view, so a graph serializes the same way wherever it sits
+        in ``X``.
+
+    Attributes
+    ----------
+    vocab_ : dict of str to int
+        Token to id; id 0 is padding.
+    id_to_token_ : list of str
+    vocab_size_ : int
+    n_node_attributes_, n_edge_attributes_ : int
+    n_stacked_ : int
+        Tokens per row ``F``.
+    max_nodes_ : int
+        Largest graph seen in ``fit``.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from skicml.graph import EulerTokenizer
+    >>> tokenizer = EulerTokenizer(random_state=0).fit([nx.cycle_graph(4)])
+    >>> tokens = tokenizer.transform([nx.path_graph(3)])
+    >>> tokens[0].shape  # the walk 0-1-2 or 2-1-0 (3 rows), plus <eos>
+    (4, 2)
+    >>> nx.is_isomorphic(tokenizer.inverse_transform(tokens)[0], nx.path_graph(3))
+    True
+    """
+
+    def __init__(self, node_scope=64, reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16,
+                 max_len=None, random_state=None):
+        self.node_scope = node_scope
+        self.reindex = reindex
+        self.node_attr = node_attr
+        self.edge_attr = edge_attr
+        self.n_bins = n_bins
+        self.max_len = max_len
+        self.random_state = random_state
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Learn the vocabulary of ``X``'s attribute values.
+
+        Parameters
+        ----------
+        X : sequence of graphs or 2-D array
+            See :func:`skicml.graph.as_graph_list`; a 2-D numeric array is
+            read as feature rows, each a path graph over its features.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        if self.reindex not in ("cyclic", "sequential"):
+            raise ValueError(f"reindex={self.reindex!r}; expected 'cyclic' or 'sequential'.")
+        if not isinstance(self.node_scope, (int, np.integer)) or self.node_scope < 1:
+            raise ValueError(f"node_scope must be a positive integer, got {self.node_scope!r}.")
+        graphs, from_rows = read_graphs(self, X, reset=True, node_attr=self.node_attr, edge_attr=self.edge_attr)
+        if not from_rows:
+            self.__dict__.pop("n_features_in_", None)
+        return self._fit_graphs(graphs)
+
+    def _fit_graphs(self, graphs):
+        self.max_nodes_ = max(g.num_nodes for g in graphs)
+        self._check_scope(graphs)
+        node_values = np.concatenate([g.x for g in graphs])
+        edge_values = np.concatenate([g.edge_attr for g in graphs])
+        self._node_columns = [_Column(f"node{j}", node_values[:, j], self.n_bins)
+                              for j in range(node_values.shape[1])]
+        self._edge_columns = [_Column(f"edge{j}", edge_values[:, j], self.n_bins)
+                              for j in range(edge_values.shape[1])]
+        self._build_vocab()
+        return self
+
+    def _build_vocab(self):
+        tokens = list(SPECIAL_TOKENS) + [f"index:{i}" for i in range(self.node_scope)]
+        self._column_first_id = []
+        for column in self._node_columns + self._edge_columns:
+            self._column_first_id.append(len(tokens))
+            tokens.extend(column.tokens())
+        self.id_to_token_ = tokens
+        self.vocab_ = {token: i for i, token in enumerate(tokens)}
+        self.vocab_size_ = len(tokens)
+        self.n_node_attributes_ = len(self._node_columns)
+        self.n_edge_attributes_ = len(self._edge_columns)
+        self.n_stacked_ = 2 + self.n_node_attributes_ + self.n_edge_attributes_
+
+    def _check_scope(self, graphs):
+        sizes = np.array([g.num_nodes for g in graphs])
+        if sizes.max() > self.node_scope:
+            i = int(np.argmax(sizes))
+            raise ValueError(
+                f"graph {i} of X has {sizes[i]} nodes, more than node_scope={self.node_scope} index "
+                f"tokens; raise node_scope to at least {sizes.max()}."
+            )
+
+    def get_state(self):
+        """The fitted vocabulary as plain Python types (stored in checkpoints)."""
+        check_is_fitted(self)
+        return {
+            "params": self.get_params(),
+            "max_nodes": int(self.max_nodes_),
+            "node_columns": [c.state() for c in self._node_columns],
+            "edge_columns": [c.state() for c in self._edge_columns],
+        }
+
+    @classmethod
+    def from_state(cls, state):
+        """The fitted tokenizer of :meth:`get_state`."""
+        tokenizer = cls(**state["params"])
+        tokenizer.max_nodes_ = state["max_nodes"]
+        tokenizer._node_columns = [_Column.from_state(s) for s in state["node_columns"]]
+        tokenizer._edge_columns = [_Column.from_state(s) for s in state["edge_columns"]]
+        tokenizer._build_vocab()
+        return tokenizer
+
+    # ----------------------------------------------------------- transform
+    def transform(self, X):
+        """Serialize each graph along one Eulerian walk.
+
+        Parameters
+        ----------
+        X : sequence of graphs or 2-D array
+
+        Returns
+        -------
+        ndarray of object, shape (n_graphs,), or ndarray of shape (n_rows, 2 * n_features * n_stacked_)
+            For graphs: each item an int64 array of shape ``(L_i,
+            n_stacked_)``; stack them with :func:`pad_sequences`. For a
+            feature matrix: the sequences 0-padded and flattened, one row
+            per input row.
+        """
+        check_is_fitted(self)
+        graphs, from_rows = read_graphs(self, X, reset=False, node_attr=self.node_attr, edge_attr=self.edge_attr)
+        sequences = self._serialize(graphs, view=0)
+        if from_rows:
+            # Feature rows keep a fixed width: a walk over a path of p nodes
+            # has at most 2p - 1 steps, plus the <eos> row.
+            return pad_sequences(sequences, max_len=2 * self.n_features_in_).reshape(len(graphs), -1)
+        return sequences
+
+    def _check_layout(self, graphs):
+        self._check_scope(graphs)
+        node_width, edge_width = graphs[0].x.shape[1], max(g.edge_attr.shape[1] for g in graphs)
+        if node_width != self.n_node_attributes_ or (edge_width and edge_width != self.n_edge_attributes_):
+            raise ValueError(
+                f"X has graphs with {node_width} node and {edge_width} edge attributes; the tokenizer was "
+                f"fitted on {self.n_node_attributes_} and {self.n_edge_attributes_}."
+            )
+
+    def _seeds(self, graphs, view):
+        base = seed_from_random_state(self.random_state)
+        hashes = np.array([_content_hash(g) for g in graphs], dtype=np.uint64)
+        salt = _splitmix(np.uint64(base) * np.uint64(1_000_003) + np.uint64(view))
+        return _splitmix(hashes ^ salt)
+
+    def _serialize(self, graphs, view=0):
+        """Token arrays of ``graphs`` for augmentation ``view`` (an int)."""
+        self._check_layout(graphs)
+        n = len(graphs)
+        node_counts = np.array([g.num_nodes for g in graphs], dtype=np.int64)
+        edge_counts = np.array([g.n_edges for g in graphs], dtype=np.int64)
+        node_ptr = np.concatenate([[0], np.cumsum(node_counts)])
+        edge_ptr = np.concatenate([[0], np.cumsum(edge_counts)])
+        edge_index = np.concatenate([g.edge_index for g in graphs], axis=1)
+        seeds = self._seeds(graphs, view)
+        nodes, edges, step_ptr = (t.numpy() for t in euler_serialize(
+            torch.from_numpy(edge_index), torch.from_numpy(edge_ptr), torch.from_numpy(node_ptr),
+            torch.from_numpy(seeds.view(np.int64)),
+        ))
+        steps = np.diff(step_ptr)
+        graph_of_step = np.repeat(np.arange(n), steps)
+        global_node = nodes + node_ptr[graph_of_step]
+
+        # Index tokens: order of first appearance within the graph (+ offset).
+        _, first_step = np.unique(global_node, return_index=True)
+        by_first = np.argsort(first_step, kind="stable")
+        rank = np.empty_like(by_first)
+        rank[by_first] = np.arange(len(by_first))
+        rank -= node_ptr[np.repeat(np.arange(n), node_counts)]
+        if self.reindex == "cyclic":
+            offset = (_splitmix(seeds ^ np.uint64(0x5851F42D4C957F2D)) % np.uint64(self.node_scope))
+            offset = offset.astype(np.int64)
+        else:
+            offset = np.zeros(n, dtype=np.int64)
+        index_token = len(SPECIAL_TOKENS) + (rank[global_node] + offset[graph_of_step]) % self.node_scope
+
+        # Rows: the walk then one <eos> row per graph.
+        rows_per_graph = steps + 1
+        row_ptr = np.concatenate([[0], np.cumsum(rows_per_graph)])
+        step_row = np.arange(len(nodes)) + graph_of_step  # each earlier graph adds one <eos> row
+        tokens = np.zeros((int(row_ptr[-1]), self.n_stacked_), dtype=np.int64)
+        eos_row = row_ptr[1:] - 1
+        tokens[step_row, 0] = index_token
+        tokens[eos_row, 0] = EOS
+        x_all = np.concatenate([g.x for g in graphs])
+        for j, column in enumerate(self._node_columns):
+            first_id = self._column_first_id[j]
+            tokens[step_row, 1 + j] = column.encode(x_all[global_node, j], first_id)
+            tokens[eos_row, 1 + j] = first_id
+        arrived = edges >= 0
+        global_edge = edges + edge_ptr[graph_of_step]
+        e_all = np.concatenate([g.edge_attr for g in graphs]) if self._edge_columns else None
+        for j, column in enumerate(self._edge_columns):
+            first_id = self._column_first_id[len(self._node_columns) + j]
+            values = e_all[np.where(arrived, global_edge, 0), j] if len(e_all) else np.zeros(len(edges))
+            col = 1 + self.n_node_attributes_ + j
+            tokens[step_row, col] = np.where(arrived, column.encode(values, first_id), first_id)
+            tokens[eos_row, col] = first_id
+        tokens[step_row, -1] = np.select([edges >= 0, edges == -2], [EDGE, JUMP], START)
+        tokens[eos_row, -1] = EOS
+
+        out = np.empty(n, dtype=object)
+        out[:] = np.split(tokens, row_ptr[1:-1])
+        if self.max_len is not None and rows_per_graph.max() > self.max_len:
+            i = int(np.argmax(rows_per_graph))
+            raise ValueError(
+                f"graph {i} of X serializes to {rows_per_graph[i]} rows, more than max_len={self.max_len}."
+            )
+        return out
+
+    # --------------------------------------------------- inverse_transform
+    def inverse_transform(self, X):
+        """Rebuild graphs from token sequences.
+
+        Parameters
+        ----------
+        X : sequence of int arrays of shape (L_i, n_stacked_), or 2-D int array
+            Sequences from :meth:`transform`, possibly padded with 0 rows;
+            the flattened rows of the feature-matrix path are accepted too.
+
+        Returns
+        -------
+        list of networkx.Graph
+            Nodes ``0..n-1`` in order of first appearance, with the node
+            attributes as a float64 array under ``"x"`` and the edge
+            attributes under ``"edge_attr"`` (bin means for binned columns).
+            Isomorphic to the serialized graph.
+        """
+        check_is_fitted(self)
+        if isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2:
+            X = X.reshape(len(X), -1, self.n_stacked_)
+        return [self._decode(np.asarray(sequence), i) for i, sequence in enumerate(X)]
+
+    def _decode(self, tokens, position):
+        if tokens.ndim != 2 or tokens.shape[1] != self.n_stacked_:
+            raise ValueError(
+                f"sequence {position} has shape {tokens.shape}; expected (L, {self.n_stacked_})."
+            )
+        rows = tokens[(tokens[:, 0] != PAD) & (tokens[:, 0] != EOS)]
+        index_ids = rows[:, 0] - len(SPECIAL_TOKENS)
+        if np.any((index_ids < 0) | (index_ids >= self.node_scope)):
+            raise ValueError(f"sequence {position} has a non-index token in its node column.")
+        graph = nx.Graph()
+        node_of = {}
+        dn = self.n_node_attributes_
+        for row, index in zip(rows, index_ids):
+            if index not in node_of:
+                node = node_of[index] = len(node_of)
+                values = [c.decode(row[1 + j], self._column_first_id[j])
+                          for j, c in enumerate(self._node_columns)]
+                graph.add_node(node, x=np.array(values, dtype=np.float64))
+        previous = None
+        for row, index in zip(rows, index_ids):
+            node = node_of[index]
+            if row[-1] == EDGE and previous is not None and not graph.has_edge(previous, node):
+                values = [c.decode(row[1 + dn + j], self._column_first_id[dn + j])
+                          for j, c in enumerate(self._edge_columns)]
+                graph.add_edge(previous, node, edge_attr=np.array(values, dtype=np.float64))
+            previous = node
+        return graph
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = []
+        return tags
