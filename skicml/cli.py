@@ -28,6 +28,7 @@ TOUR_MODULES: list = [
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
 PRETRAIN_RECIPES: dict = {
+    "graphgpt": "skicml.graph._pretrain:main",
     "tabicl": "skicml.tabicl._pretrain:main",
     "wearable": "skicml.wearable._pretrain:main",
 }

@@ -23,7 +23,7 @@ def test_readme_gives_install_and_test_commands():
     commands = _readme_commands()
     assert len(commands) == 2
     assert commands[0].endswith("skicml tour")
-    assert "[test]" in commands[1] and "pytest" in commands[1]
+    assert ".[test" in commands[1] and "pytest" in commands[1]
 
 
 def test_ci_runs_exactly_the_readme_test_command():
