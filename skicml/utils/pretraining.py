@@ -29,6 +29,8 @@ __all__ = ["pretrain"]
 
 
 def _batch_size(batch):
+    if isinstance(batch, torch.Tensor):
+        return batch.shape[0] if batch.dim() else 1
     if isinstance(batch, dict):
         for value in batch.values():
             if isinstance(value, torch.Tensor) and value.dim() > 0:
