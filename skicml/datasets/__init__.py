@@ -6,13 +6,17 @@ The method families add their generators here (``make_shape_scenes``,
 """
 
 from ._molecules import load_nci_tpsa, load_qm9, make_triangle_graphs
+from ._shapes import corrupt_images, make_shape_scenes, perturb_captions
 from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables
 
 __all__ = [
+    "corrupt_images",
     "load_nci_tpsa",
     "load_qm9",
     "load_wearable_example",
+    "make_shape_scenes",
     "make_triangle_graphs",
     "make_wearable_cohort",
+    "perturb_captions",
     "wearable_variables",
 ]
