@@ -1,7 +1,10 @@
 """Whitened CLIP (Betser, Levi and Gilboa, ICML 2025): likelihoods of embeddings.
 
-This first part is the modality-agnostic core, on precomputed embeddings
-(2-D float arrays of CLIP image or text features, or any other embedding):
+- :class:`CLIPEmbedder`: images or captions to CLIP embeddings through
+  open_clip (the ``clip`` extra, imported lazily), from local checkpoints
+  only, with batching and a ``memory=`` cache.
+
+The modality-agnostic core works on any embedding and needs no open_clip:
 
 - :class:`WhiteningLikelihood`: mean and whitening matrix fitted in float64,
   whitened coordinates and their Gaussian log-likelihood; loads published
@@ -11,16 +14,18 @@ This first part is the modality-agnostic core, on precomputed embeddings
 - :func:`normality_report`, :func:`slerp`, :func:`full_circle`: the paper's
   normality checks and full-circle interpolation in whitened space.
 
-Still to come: the open_clip image and text encoders (``CLIPEmbedder``,
-``make_wclip``) and the shipped tiny CLIP; until then, bring your own
-embeddings.
+Synthetic images and captions to try it on come from
+:func:`skicml.datasets.make_shape_scenes`; ``skicml pretrain tiny-clip``
+trains the tiny CLIP that skicml ships for them.
 """
 
 from ._analysis import full_circle, normality_report, slerp
+from ._embedder import CLIPEmbedder
 from ._scorer import WhitenedLikelihoodOutlierDetector
 from ._whitening import WhiteningLikelihood
 
 __all__ = [
+    "CLIPEmbedder",
     "WhitenedLikelihoodOutlierDetector",
     "WhiteningLikelihood",
     "full_circle",

@@ -7,11 +7,29 @@ Checks an estimator cannot pass are declared in its tags
 (``expected_failed_checks``), not here.
 """
 
+import importlib
+
 from sklearn.utils import get_tags
 
 from .discovery import all_estimators
 
-__all__ = ["TEST_DATA", "TEST_PARAMS", "construct_instance", "expected_failed_checks", "estimators_under_test"]
+__all__ = [
+    "CLIP_TEST_CONFIG",
+    "REQUIRED_MODULES",
+    "TEST_DATA",
+    "TEST_PARAMS",
+    "construct_instance",
+    "expected_failed_checks",
+    "estimators_under_test",
+]
+
+#: A tiny open_clip architecture (random weights) for tests of the CLIP
+#: encoders: 8-d embeddings, 32x32 images in 8x8 patches, 16-token captions.
+CLIP_TEST_CONFIG = {
+    "embed_dim": 8,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 8, "head_width": 8, "mlp_ratio": 2.0},
+    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 16, "heads": 2, "layers": 1, "mlp_ratio": 2.0},
+}
 
 #: Constructor arguments used by the tests, by class name.
 TEST_PARAMS = {
@@ -33,7 +51,15 @@ TEST_PARAMS = {
                               lr=3e-3, dtype="float64", random_state=0, device="cpu"),
     "GraphGPTClassifier": dict(hidden_size=16, num_layers=1, head_dim=8, mlp_ratio=2, n_views=2, max_epochs=30,
                                lr=3e-3, dtype="float64", random_state=0, device="cpu"),
+    # float64 for the batch-invariance checks; random weights, no file.
+    "CLIPEmbedder": dict(pretrained=None, model_config=CLIP_TEST_CONFIG, precision="fp64", random_state=0,
+                         device="cpu"),
 }
+
+#: Optional modules an estimator cannot run without, by class name: the
+#: common tests leave the estimator out where they do not import (the
+#: ``clip`` extra is not part of every test environment).
+REQUIRED_MODULES = {"CLIPEmbedder": ("open_clip",)}
 
 #: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than
 #: a generic feature matrix, by class name.
@@ -45,9 +71,22 @@ def construct_instance(cls):
     return cls(**TEST_PARAMS.get(cls.__name__, {}))
 
 
+def _importable(modules):
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - absent, or present but broken (torchvision mismatch)
+            return False
+    return True
+
+
 def estimators_under_test(include_self_test=True):
-    """Test instances of every public estimator, plus the machinery's self-test."""
-    estimators = [construct_instance(cls) for _, cls in all_estimators()]
+    """Test instances of every public estimator whose optional modules
+    import, plus the machinery's self-test."""
+    estimators = [
+        construct_instance(cls) for name, cls in all_estimators()
+        if _importable(REQUIRED_MODULES.get(name, ()))
+    ]
     if include_self_test:
         from ._testing import _TinyMLPClassifier
 

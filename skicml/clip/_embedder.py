@@ -1,0 +1,881 @@
+"""``CLIPEmbedder``: images or captions to CLIP embeddings, through open_clip.
+
+open_clip is imported only when a model is loaded (the ``clip`` extra).
+Weights are never downloaded: ``pretrained`` is a shipped model name or a
+file on this machine, and open_clip is only ever handed local files.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import numbers
+import os
+import warnings
+import zipfile
+
+import numpy as np
+import torch
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, check_memory, validate_data
+
+from .. import _weights
+from ..base import TorchEstimatorMixin, resolve_device, seed_from_random_state, seeded
+from ._model import build_clip, import_open_clip
+
+__all__ = ["CLIPEmbedder", "DEFAULT_CLIP"]
+
+#: Registry name of the shipped tiny CLIP, loaded when no model is named.
+DEFAULT_CLIP = "tiny-clip-shapes"
+
+_PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+_MODALITIES = ("image", "text")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+# Architectures OpenAI trained with QuickGELU; open_clip names them "<arch>-quickgelu".
+_OPENAI_ARCHS = ("RN50", "RN101", "RN50x4", "RN50x16", "RN50x64", "ViT-B-32", "ViT-B-16", "ViT-L-14",
+                 "ViT-L-14-336")
+
+# Loaded models shared by the estimators of this process (clones, refits,
+# the embedders of a grid search), keyed by everything that defines them.
+_MODEL_CACHE: collections.OrderedDict = collections.OrderedDict()
+_MODEL_CACHE_SIZE = 2
+
+
+class _Loaded:
+    """A loaded model with what encoding needs beside it."""
+
+    def __init__(self, model, tokenizer_spec, fingerprint, info):
+        self.model = model
+        self.tokenizer_spec = tokenizer_spec
+        self.fingerprint = fingerprint
+        self.info = info
+
+
+def _fingerprint(state_dict):
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(state_dict):
+        tensor = state_dict[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def _file_key(path):
+    stat = os.stat(path)
+    return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+def _is_torchscript(path):
+    """OpenAI's CLIP releases are TorchScript archives: zips with a code/ folder."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any("/code/" in name or name.startswith("code/") for name in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _skicml_payload(path):
+    """The payload of a skicml weights file (``save_weights`` format with an
+    open_clip ``model_cfg``), or None for any other checkpoint."""
+    if str(path).endswith((".safetensors", ".npz", ".npy")):
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - not ours (old format, JIT archive, other pickles)
+        return None
+    if isinstance(payload, dict) and isinstance(payload.get("config"), dict) and "model_cfg" in payload["config"]:
+        return _weights.load_weights(path)
+    return None
+
+
+def _open_clip_tag(model_name, pretrained):
+    """Whether ``pretrained`` is one of open_clip's download tags."""
+    try:
+        open_clip = import_open_clip()
+        tags = open_clip.list_pretrained_tags_by_model(model_name) if model_name else []
+        every = {tag for _, tag in open_clip.list_pretrained()}
+    except ImportError:
+        return False
+    return pretrained in tags or pretrained in every
+
+
+def _make_tokenizer(spec):
+    """A tokenizer from its picklable spec: ("simple", context_length),
+    ("open_clip", model_name) or ("hub", model_name)."""
+    open_clip = import_open_clip()
+    kind, arg = spec
+    if kind == "simple":
+        return open_clip.tokenizer.SimpleTokenizer(context_length=arg)
+    if kind == "hub":
+        raise ValueError(
+            f"model_name={arg!r} uses a Hugging Face tokenizer, which would be downloaded; skicml never "
+            "downloads. Save the model with its tokenizer files in a folder and pass "
+            "model_name='local-dir:<folder>'."
+        )
+    return open_clip.get_tokenizer(arg)
+
+
+class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, TransformerMixin, BaseEstimator):
+    """Embed images or captions with a CLIP model (open_clip).
+
+    A transformer from images (``modality="image"``) or captions
+    (``modality="text"``) to the raw CLIP embeddings the W-CLIP paper
+    whitens: ``model.encode_image`` / ``model.encode_text`` in eval mode
+    under :func:`torch.inference_mode`, in batches, as a float array of shape
+    ``(n_samples, embed_dim)``. ``fit`` loads the model and learns nothing.
+
+    Nothing is downloaded. With no ``model_name``, ``model_config`` or
+    ``pretrained``, the tiny CLIP shipped with skicml is loaded (a toy model
+    trained on :func:`skicml.datasets.make_shape_scenes`; it knows shapes,
+    colours and positions, nothing else). For a real CLIP, download its
+    checkpoint once yourself and pass its path with the open_clip
+    architecture name, e.g. ``model_name="ViT-L-14-quickgelu",
+    pretrained="/data/ViT-L-14.pt"`` for the paper's OpenAI ViT-L/14.
+
+    Parameters
+    ----------
+    model_name : str or None, default=None
+        An open_clip architecture (``open_clip.list_models()``, e.g.
+        ``"ViT-B-32"``, ``"ViT-L-14-quickgelu"``), or ``"local-dir:<folder>"``
+        for a folder holding ``open_clip_config.json`` and the weights (then
+        ``pretrained`` must be None). None takes the architecture from a
+        skicml weights file or from ``model_config``. OpenAI's weights were
+        trained with QuickGELU: use the ``-quickgelu`` names with them (an
+        OpenAI TorchScript archive is detected and built correctly whatever
+        the name).
+    pretrained : str, path-like or None, default=None
+        A shipped model name (see :func:`skicml._weights.available_weights`),
+        or the path of a checkpoint on this machine: a skicml weights file
+        (which carries its architecture), an open_clip/OpenAI state dict
+        (``.pt``, ``.pth``, ``.bin``, ``.safetensors``, for ``model_name``
+        or ``model_config``), or an OpenAI TorchScript archive. None gives
+        random weights when ``model_name`` or ``model_config`` is set (for
+        tests), and the shipped tiny CLIP otherwise. open_clip download tags
+        such as ``"openai"`` raise :class:`FileNotFoundError`.
+    model_config : dict or None, default=None
+        A custom architecture, ``{"embed_dim", "vision_cfg", "text_cfg"}``
+        as in open_clip's ``model_configs/*.json``.
+    modality : {"image", "text"}, default="image"
+        What :meth:`transform` reads.
+    normalize : bool, default=False
+        L2-normalise the embeddings. The W-CLIP paper's code whitens raw
+        (unnormalised) features; its demo uses normalised ones.
+    batch_size : int, default=64
+        Images or captions per forward pass.
+    device : str or torch.device, default="auto"
+    precision : {"fp32", "fp16", "bf16", "fp64"}, default="fp32"
+        Weights and compute dtype. Embeddings are returned as float32, or
+        float64 with ``"fp64"``.
+    quick_gelu : bool or None, default=None
+        Force QuickGELU activations on (True) for an architecture named
+        without ``-quickgelu``; None keeps the architecture's own.
+    image_shape : tuple of int or None, default=None
+        The 2-D array path of ``modality="image"``: rows of a 2-D array are
+        flattened images of this ``(height, width)`` or ``(height, width,
+        channels)`` shape. None reads rows of ``3 * s * s`` values as
+        ``s x s`` RGB images and rows of ``s * s`` values as grey ones
+        (``s`` the model's image size), and any other row as a one-pixel
+        high grey strip stretched to the model's input size.
+    memory : None, str or joblib.Memory, default=None
+        Cache of the embeddings, as in :class:`~sklearn.pipeline.Pipeline`:
+        transforming the same inputs with the same model again (a refit of
+        the whitening, a grid search) reads them from the cache. The key is
+        the model's weight fingerprint, the settings and the inputs (file
+        paths by path, modification time and size).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the random weights when ``pretrained`` is None.
+
+    Attributes
+    ----------
+    model_ : torch.nn.Module
+        The open_clip model, in eval mode.
+    embed_dim_ : int
+        Width of the embeddings.
+    model_fingerprint_ : str
+        Hash of the model's weights: embeddings from different fingerprints
+        must not be whitened together.
+    model_info_ : dict
+        Where the model came from (architecture, weights, provenance).
+    preprocess_cfg_ : dict
+        open_clip's image preprocessing settings (size, mean, std,
+        interpolation, resize mode).
+    context_length_ : int
+        Tokens per caption (longer captions are truncated).
+    n_features_in_ : int
+        Width of the rows seen by ``fit`` on the 2-D array path only.
+
+    See Also
+    --------
+    WhitenedCLIPScorer : Whitened likelihoods of images and captions.
+
+    Notes
+    -----
+    Image inputs are PIL images, file paths, or arrays of shape ``(n, H, W,
+    3)`` (or a list of ``(H, W)``, ``(H, W, 3)`` or ``(H, W, 4)`` arrays).
+    PIL images, paths and integer arrays (0-255) go through open_clip's own
+    preprocessing, exactly. Float arrays are read as intensities in [0, 1]
+    and preprocessed in torch (same resize mode, bicubic with antialiasing,
+    same normalisation), which matches open_clip exactly when the images
+    already have the model's size and up to interpolation otherwise. Alpha
+    channels are dropped, grey images are repeated to three channels.
+
+    Examples
+    --------
+    >>> from skicml.clip import CLIPEmbedder
+    >>> from skicml.datasets import make_shape_scenes
+    >>> images, captions, _ = make_shape_scenes(4, random_state=0)
+    >>> config = {"embed_dim": 8,
+    ...           "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 8,
+    ...                          "head_width": 8},
+    ...           "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 16,
+    ...                        "heads": 2, "layers": 1}}
+    >>> images_out = CLIPEmbedder(model_config=config, random_state=0).fit_transform(images)
+    >>> images_out.shape
+    (4, 8)
+    >>> texts = CLIPEmbedder(model_config=config, modality="text", random_state=0)
+    >>> texts.fit_transform(list(captions)).shape
+    (4, 8)
+    """
+
+    def __init__(self, model_name=None, pretrained=None, model_config=None, modality="image", normalize=False,
+                 batch_size=64, device="auto", precision="fp32", quick_gelu=None, image_shape=None, memory=None,
+                 random_state=None):
+        self.model_name = model_name
+        self.pretrained = pretrained
+        self.model_config = model_config
+        self.modality = modality
+        self.normalize = normalize
+        self.batch_size = batch_size
+        self.device = device
+        self.precision = precision
+        self.quick_gelu = quick_gelu
+        self.image_shape = image_shape
+        self.memory = memory
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------
+    # parameters and model loading
+    # ------------------------------------------------------------------
+    def _check_params(self):
+        if self.modality not in _MODALITIES:
+            raise ValueError(f"modality={self.modality!r}; expected 'image' or 'text'.")
+        if self.precision not in _PRECISIONS:
+            raise ValueError(f"precision={self.precision!r}; expected one of {list(_PRECISIONS)}.")
+        b = self.batch_size
+        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 1:
+            raise ValueError(f"batch_size={b!r}; expected a positive integer.")
+        if self.quick_gelu not in (None, True, False):
+            raise ValueError(f"quick_gelu={self.quick_gelu!r}; expected None, True or False.")
+        if self.model_config is not None and not isinstance(self.model_config, dict):
+            raise ValueError(f"model_config must be a dict or None, got {type(self.model_config).__name__}.")
+        if self.image_shape is not None:
+            shape = tuple(self.image_shape)
+            if len(shape) not in (2, 3) or any(isinstance(s, bool) or not isinstance(s, numbers.Integral)
+                                               or s < 1 for s in shape) or (len(shape) == 3 and shape[2]
+                                                                            not in (1, 3, 4)):
+                raise ValueError(
+                    f"image_shape={self.image_shape!r}; expected (height, width) or (height, width, "
+                    "channels) with 1, 3 or 4 channels."
+                )
+        name = self.model_name
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"model_name must be a string or None, got {name!r}.")
+
+    def _model_key(self, seed):
+        """Everything that defines the loaded model, hashable; plus how to load it."""
+        name, pretrained, config = self.model_name, self.pretrained, self.model_config
+        config_key = json.dumps(config, sort_keys=True, default=str) if config is not None else None
+        if name is not None and name.startswith("hf-hub:"):
+            raise ValueError(
+                f"model_name={name!r} would be downloaded from the Hugging Face hub; skicml never "
+                "downloads. Download the repository yourself and pass model_name='local-dir:<folder>'."
+            )
+        if name is not None and name.startswith("local-dir:"):
+            if pretrained is not None or config is not None:
+                raise ValueError(
+                    "model_name='local-dir:...' carries its own config and weights; leave pretrained "
+                    "and model_config as None."
+                )
+            folder = name[len("local-dir:"):]
+            if not os.path.isdir(folder):
+                raise FileNotFoundError(
+                    f"model_name={name!r}: no folder {folder!r} on this machine. It must hold "
+                    "open_clip_config.json and the weights (open_clip_model.safetensors)."
+                )
+            stamp = tuple(_file_key(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
+                          if os.path.isfile(os.path.join(folder, f)))
+            return ("local-dir", name, stamp, self.quick_gelu), None
+        if pretrained is None and name is None and config is None:
+            pretrained = DEFAULT_CLIP
+        if pretrained is None:
+            return ("random", name, config_key, self.quick_gelu, seed), None
+        key = os.fspath(pretrained)
+        if key in _weights.available_weights():
+            entry = _weights.available_weights()[key]
+            return ("shipped", key, entry.sha256, name, config_key, self.quick_gelu), None
+        if os.path.isfile(key):
+            return ("file", _file_key(key), name, config_key, self.quick_gelu), key
+        if key == DEFAULT_CLIP:
+            raise FileNotFoundError(
+                f"The shipped tiny CLIP ({DEFAULT_CLIP!r}) is not part of this installation yet. Train "
+                "it with `skicml pretrain tiny-clip --export tiny_clip.pt` and pass "
+                "pretrained='tiny_clip.pt', or pass model_name and pretrained=<checkpoint path> of "
+                "your own CLIP."
+            )
+        if _open_clip_tag(name, key):
+            raise FileNotFoundError(
+                f"pretrained={key!r} is an open_clip download tag; skicml never downloads weights. "
+                f"Download the checkpoint once yourself and pass its local path, e.g. "
+                f"CLIPEmbedder(model_name={(name or 'ViT-L-14-quickgelu')!r}, pretrained='/path/to/file.pt')."
+            )
+        names = ", ".join(sorted(_weights.available_weights())) or "none registered"
+        raise FileNotFoundError(
+            f"pretrained={key!r} is neither a file on this machine nor a shipped model ({names}). "
+            "skicml never downloads weights: pass the path of a checkpoint (.pt, .pth, .bin, "
+            ".safetensors or an OpenAI TorchScript archive), or None for random weights."
+        )
+
+    def _load(self, seed):
+        key, path = self._model_key(seed)
+        full_key = (key, str(self._device()), self.precision)
+        if full_key in _MODEL_CACHE:
+            _MODEL_CACHE.move_to_end(full_key)
+            return _MODEL_CACHE[full_key]
+        loaded = self._build(key, path, seed)
+        model = loaded.model.eval().requires_grad_(False)
+        fingerprint = _fingerprint(model.state_dict())
+        model = model.to(device=self._device(), dtype=_PRECISIONS[self.precision])
+        loaded.model, loaded.fingerprint = model, fingerprint
+        _MODEL_CACHE[full_key] = loaded
+        while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
+            _MODEL_CACHE.popitem(last=False)
+        return loaded
+
+    def _build(self, key, path, seed):
+        open_clip = import_open_clip()
+        kind, name, config = key[0], self.model_name, self.model_config
+        force = {"force_quick_gelu": True} if self.quick_gelu else {}
+        if kind == "local-dir":
+            model = open_clip.create_model(name, pretrained=None, pretrained_text=False, **force)
+            return _Loaded(model, ("open_clip", name), None,
+                           {"architecture": name, "weights": name})
+        if kind == "random":
+            with seeded(seed):
+                if config is not None:
+                    model = build_clip(self._config_with_gelu(config))
+                else:
+                    self._check_builtin(name)
+                    model = open_clip.create_model(name, pretrained=None, pretrained_text=False, **force)
+            return _Loaded(model, self._tokenizer_for(model, name, config), None,
+                           {"architecture": name or "model_config", "weights": f"random (seed {seed})"})
+        if kind == "shipped":
+            payload = _weights.load_weights(key[1])
+            return self._from_payload(payload, key[1])
+        # a local file
+        payload = None if _is_torchscript(path) else _skicml_payload(path)
+        if payload is not None:
+            return self._from_payload(payload, path)
+        if _is_torchscript(path):
+            with warnings.catch_warnings():  # torch 2.14 deprecates the torch.jit.load open_clip calls
+                warnings.filterwarnings("ignore", message=".*torch.jit.load.*", category=FutureWarning)
+                model = open_clip.load_openai_model(path, precision="fp32", device="cpu")
+            return _Loaded(model, ("simple", int(model.context_length)), None,
+                           {"architecture": "OpenAI CLIP (TorchScript archive, QuickGELU)",
+                            "weights": os.path.abspath(path)})
+        if config is None and name is None:
+            raise ValueError(
+                f"pretrained={path!r} is a plain state dict, which does not say its architecture: "
+                "pass model_name (an open_clip architecture such as 'ViT-B-32' or "
+                "'ViT-L-14-quickgelu') or model_config."
+            )
+        self._warn_quick_gelu(name, path)
+        if config is not None:
+            model = build_clip(self._config_with_gelu(config))
+            open_clip.load_checkpoint(model, path)
+        else:
+            self._check_builtin(name)
+            model = open_clip.create_model(name, pretrained=path, pretrained_text=False, **force)
+        return _Loaded(model, self._tokenizer_for(model, name, config), None,
+                       {"architecture": name or "model_config", "weights": os.path.abspath(path)})
+
+    def _config_with_gelu(self, config):
+        config = dict(config)
+        if self.quick_gelu:
+            config["quick_gelu"] = True
+        return config
+
+    def _from_payload(self, payload, source):
+        config = payload["config"]
+        if self.model_config is not None or self.model_name is not None:
+            raise ValueError(
+                f"pretrained={source!r} is a skicml weights file, which carries its own architecture; "
+                "leave model_name and model_config as None."
+            )
+        model = build_clip(config["model_cfg"], config.get("preprocess_cfg"))
+        state = {k: v.float() if v.is_floating_point() else v for k, v in payload["state_dict"].items()}
+        model.load_state_dict(state)
+        context = int(config["model_cfg"]["text_cfg"].get("context_length", 77))
+        info = {"architecture": config.get("name", "skicml CLIP"), "weights": os.fspath(source),
+                "provenance": dict(payload.get("provenance", {}))}
+        return _Loaded(model, ("simple", context), None, info)
+
+    @staticmethod
+    def _check_builtin(name):
+        open_clip = import_open_clip()
+        if open_clip.get_model_config(name) is None:
+            raise ValueError(
+                f"model_name={name!r} is not an open_clip architecture; see open_clip.list_models(), "
+                "or pass model_config for a custom one."
+            )
+
+    def _warn_quick_gelu(self, name, path):
+        if name is None or self.quick_gelu or name.endswith("-quickgelu"):
+            return
+        if name in _OPENAI_ARCHS and "openai" in os.path.abspath(path).lower():
+            warnings.warn(
+                f"pretrained={path!r} looks like OpenAI weights, which were trained with QuickGELU, but "
+                f"model_name={name!r} uses GELU and gives silently different features; use "
+                f"model_name='{name}-quickgelu' (or quick_gelu=True).",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _tokenizer_for(self, model, name, config):
+        if config is not None:
+            return ("simple", int(config.get("text_cfg", {}).get("context_length", 77)))
+        open_clip = import_open_clip()
+        text_cfg = (open_clip.get_model_config(name) or {}).get("text_cfg", {})
+        if text_cfg.get("hf_tokenizer_name") or "siglip" in name.lower():
+            return ("hub", name)
+        return ("open_clip", name)
+
+    # ------------------------------------------------------------------
+    # fit / transform
+    # ------------------------------------------------------------------
+    def fit(self, X=None, y=None):
+        """Load the model (nothing is learned).
+
+        Parameters
+        ----------
+        X : images, captions, 2-D array or None
+            Only validated: on the 2-D array path it sets ``n_features_in_``.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : CLIPEmbedder
+        """
+        self._check_params()
+        for stale in ("n_features_in_", "feature_names_in_"):
+            if hasattr(self, stale):
+                delattr(self, stale)
+        if X is not None and self.modality == "image" and _kind_of(X) == "embedding":
+            validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=True)
+        elif X is not None:
+            self._check_raw(X)
+        seed = seed_from_random_state(self.random_state)
+        loaded = self._load(seed)
+        self.model_ = loaded.model
+        self._tokenizer_spec = loaded.tokenizer_spec
+        self.model_fingerprint_ = loaded.fingerprint
+        self.model_info_ = dict(loaded.info, fingerprint=loaded.fingerprint)
+        open_clip = import_open_clip()
+        cfg = dict(open_clip.get_model_preprocess_cfg(self.model_))
+        size = cfg.get("size", 224)
+        cfg["size"] = tuple(size) if isinstance(size, (list, tuple)) else (int(size), int(size))
+        self.preprocess_cfg_ = cfg
+        self.embed_dim_ = int(self._probe_dim())
+        text = getattr(self.model_, "text", self.model_)
+        self.context_length_ = int(getattr(text, "context_length", getattr(self.model_, "context_length", 77)))
+        return self
+
+    def _probe_dim(self):
+        model = self.model_
+        proj = getattr(model, "text_projection", None)
+        if isinstance(proj, torch.Tensor):
+            return proj.shape[1]
+        if isinstance(proj, torch.nn.Linear):
+            return proj.out_features
+        visual = getattr(model, "visual", None)
+        if visual is not None and getattr(visual, "output_dim", None):
+            return visual.output_dim
+        with torch.inference_mode():
+            h, w = self.preprocess_cfg_["size"]
+            x = torch.zeros(1, 3, h, w, device=self._device(), dtype=_PRECISIONS[self.precision])
+            return model.encode_image(x).shape[1]
+
+    @property
+    def _n_features_out(self):
+        return self.embed_dim_
+
+    def transform(self, X):
+        """Embed images or captions.
+
+        Parameters
+        ----------
+        X : images, captions or 2-D array
+            ``modality="image"``: a list of PIL images, file paths or arrays,
+            an array of shape ``(n, H, W, 3)``, or a 2-D array of flattened
+            images (see ``image_shape``). ``modality="text"``: a list, 1-D
+            array or Series of strings.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, embed_dim)
+            float32 (float64 with ``precision="fp64"``).
+        """
+        check_is_fitted(self, "model_")
+        kind, data = self._canonical(X)
+        memory = check_memory(self.memory)
+        encode = memory.cache(_encode_cached, ignore=["embedder"])
+        return encode(self, self.model_fingerprint_, self.modality, bool(self.normalize), self.precision,
+                      json.dumps(self.preprocess_cfg_, sort_keys=True, default=str), self.image_shape, kind,
+                      data)
+
+    # ------------------------------------------------------------------
+    # input handling
+    # ------------------------------------------------------------------
+    def _check_raw(self, X):
+        if self.modality == "text":
+            _as_texts(X)
+        else:
+            _as_image_items(X)
+
+    def _canonical(self, X):
+        """``(kind, data)`` with data in a form that is cheap to hash."""
+        if self.modality == "text":
+            return "text", _as_texts(X)
+        if _kind_of(X) == "embedding":  # 2-D rows of flattened images (validate_data rejects the rest)
+            X = validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=True)
+            return "flat", np.ascontiguousarray(X)
+        items = _as_image_items(X)
+        if isinstance(items, np.ndarray):
+            return "array", items
+        canon = []
+        for item in items:
+            if isinstance(item, str):
+                canon.append(("path",) + _file_key(item))
+            else:
+                canon.append(item)
+        return "list", canon
+
+    def _encode(self, kind, data):
+        model = self.model_
+        dtype = _PRECISIONS[self.precision]
+        out_dtype = np.float64 if self.precision == "fp64" else np.float32
+        if kind == "text":
+            tokenizer = self._tokenizer()
+            batches = (tokenizer(data[i:i + self.batch_size]) for i in range(0, len(data), self.batch_size))
+            encode = model.encode_text
+        else:
+            batches = self._image_batches(kind, data)
+            encode = model.encode_image
+        chunks = []
+        with torch.inference_mode():
+            for batch in batches:
+                batch = batch.to(self._device())
+                if batch.is_floating_point():
+                    batch = batch.to(dtype)
+                features = encode(batch, normalize=bool(self.normalize))
+                chunks.append(features.float().cpu().numpy().astype(out_dtype, copy=False))
+        if not chunks:
+            return np.zeros((0, self.embed_dim_), dtype=out_dtype)
+        return np.concatenate(chunks, axis=0)
+
+    def _tokenizer(self):
+        tokenizer = getattr(self, "_tokenizer_cache", None)
+        if tokenizer is None:
+            tokenizer = self._tokenizer_cache = _make_tokenizer(self._tokenizer_spec)
+        return tokenizer
+
+    def _image_batches(self, kind, data):
+        if kind == "flat":
+            images = self._rows_to_images(data)
+            for start in range(0, len(images), self.batch_size):
+                chunk = images[start:start + self.batch_size]
+                yield _tensor_preprocess(chunk, self.preprocess_cfg_, squash=images.shape[1] == 1)
+            return
+        if kind == "array":
+            for start in range(0, len(data), self.batch_size):
+                chunk = data[start:start + self.batch_size]
+                if np.issubdtype(chunk.dtype, np.integer):
+                    yield torch.stack([self._pil_preprocess(_pil_from_array(a)) for a in chunk])
+                else:
+                    yield _tensor_preprocess(_float_images(chunk), self.preprocess_cfg_)
+            return
+        batch = []
+        for item in data:
+            batch.append(self._item_tensor(item))
+            if len(batch) == self.batch_size:
+                yield torch.stack(batch)
+                batch = []
+        if batch:
+            yield torch.stack(batch)
+
+    def _item_tensor(self, item):
+        from PIL import Image
+
+        if isinstance(item, tuple) and item and item[0] == "path":
+            with Image.open(item[1]) as image:
+                image.load()
+                return self._pil_preprocess(image)
+        if isinstance(item, Image.Image):
+            return self._pil_preprocess(item)
+        array = np.asarray(item)
+        if np.issubdtype(array.dtype, np.integer):
+            return self._pil_preprocess(_pil_from_array(array))
+        return _tensor_preprocess(_float_images(array[None]), self.preprocess_cfg_)[0]
+
+    def _pil_preprocess(self, image):
+        transform = getattr(self, "_pil_transform_cache", None)
+        if transform is None:
+            import_open_clip()
+            from open_clip.transform import PreprocessCfg, image_transform_v2
+
+            cfg = dict(self.preprocess_cfg_)
+            fields = PreprocessCfg.__dataclass_fields__
+            transform = image_transform_v2(
+                PreprocessCfg(**{k: v for k, v in cfg.items() if k in fields}), is_train=False
+            )
+            self._pil_transform_cache = transform
+        return transform(image)
+
+    def _rows_to_images(self, X):
+        """Rows of the 2-D path as float images (n, H, W, C) on the [0, 1] scale."""
+        n, d = X.shape
+        if np.issubdtype(X.dtype, np.integer):
+            if X.size and (X.min() < 0 or X.max() > 255):
+                raise ValueError("integer pixel values must lie in 0..255 (uint8 images).")
+            X = X / 255.0
+        X = X.astype(np.float64 if self.precision == "fp64" else np.float32, copy=False)
+        h, w = self.preprocess_cfg_["size"]
+        if self.image_shape is not None:
+            shape = tuple(int(s) for s in self.image_shape)
+            shape = shape if len(shape) == 3 else shape + (1,)
+            if int(np.prod(shape)) != d:
+                raise ValueError(
+                    f"X has {d} features per row, but image_shape={self.image_shape!r} needs "
+                    f"{int(np.prod(shape))}."
+                )
+            return X.reshape((n,) + shape)
+        if d == 3 * h * w:
+            return X.reshape(n, h, w, 3)
+        if d == h * w:
+            return X.reshape(n, h, w, 1)
+        return X.reshape(n, 1, d, 1)
+
+    # ------------------------------------------------------------------
+    # scikit-learn plumbing
+    # ------------------------------------------------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        for key in ("_tokenizer_cache", "_pil_transform_cache"):
+            state.pop(key, None)
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = []
+        if self.modality == "text":
+            tags.input_tags.two_d_array = False
+            tags.input_tags.string = True
+        return tags
+
+
+def _encode_cached(embedder, fingerprint, modality, normalize, precision, preprocess, image_shape, kind, data):
+    """What ``transform`` caches: everything but ``embedder`` is the key."""
+    del fingerprint, modality, normalize, precision, preprocess, image_shape
+    return embedder._encode(kind, data)
+
+
+# ----------------------------------------------------------------------
+# input helpers (shared with the scorer)
+# ----------------------------------------------------------------------
+def _kind_of(X):
+    """What ``X`` holds: ``"embedding"`` (anything numeric that is not a batch
+    of images, left to scikit-learn's validation), ``"strings"`` (captions or
+    image paths), or ``"image"``."""
+    from PIL import Image
+
+    if isinstance(X, str):
+        raise ValueError(
+            "X is a single string; pass a list of captions or image paths (one per sample)."
+        )
+    if isinstance(X, (list, tuple)):
+        if not X:
+            return "embedding"
+        first = X[0]
+        if isinstance(first, (str, os.PathLike)):
+            return "strings"
+        if isinstance(first, Image.Image) or (isinstance(first, np.ndarray) and first.ndim >= 2):
+            return "image"
+        return "embedding"
+    if isinstance(X, torch.Tensor):
+        return "image" if X.dim() == 4 else "embedding"
+    if sparse.issparse(X):
+        return "embedding"
+    if hasattr(X, "iloc"):
+        if getattr(X, "ndim", 2) == 2:
+            return "embedding"
+        X = X.to_numpy()
+    if not hasattr(X, "__array__"):
+        return "embedding"
+    array = np.asarray(X)
+    if array.ndim == 1 and array.size and array.dtype.kind in "USO" and all(
+            isinstance(v, (str, os.PathLike)) for v in array):
+        return "strings"
+    if array.ndim == 4 and array.dtype.kind in "biuf":
+        return "image"
+    return "embedding"
+
+
+def _as_texts(X):
+    if isinstance(X, str):
+        raise ValueError("X is a single string; pass a list of captions.")
+    if hasattr(X, "to_numpy"):
+        X = X.to_numpy()
+    if isinstance(X, np.ndarray):
+        if X.ndim != 1:
+            raise ValueError(
+                f"captions must be a 1-D sequence of strings; got an array with {X.ndim} dimensions."
+            )
+        X = X.tolist()
+    try:
+        texts = list(X)
+    except TypeError as exc:
+        raise ValueError(f"captions must be a list of strings, got {type(X).__name__}.") from exc
+    bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
+    if bad:
+        raise ValueError(f"captions must be strings; got {bad[0]} among them.")
+    if not texts:
+        raise ValueError("Found 0 captions (0 samples); at least one is required.")
+    return texts
+
+
+def _as_image_items(X):
+    """An (n, H, W, C) array, or a list of PIL images, paths and arrays."""
+    from PIL import Image
+
+    if isinstance(X, str):
+        raise ValueError("X is a single string; pass a list of image paths.")
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().numpy()
+    if hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 1:
+        X = X.to_numpy()
+    if isinstance(X, np.ndarray) and X.dtype.kind not in "USO":
+        if X.ndim != 4 or X.shape[-1] not in (1, 3, 4):
+            raise ValueError(
+                f"images as an array must have 4 dimensions (n_images, height, width, channels) with "
+                f"1, 3 or 4 channels; got shape {X.shape}. A 2-D array is read as flattened images."
+            )
+        if X.shape[0] == 0:
+            raise ValueError("Found 0 images (0 samples); at least one is required.")
+        _check_pixels(X)
+        return X
+    try:
+        items = list(X)
+    except TypeError as exc:
+        raise ValueError(
+            f"images must be a list of PIL images, paths or arrays, got {type(X).__name__}."
+        ) from exc
+    if not items:
+        raise ValueError("Found 0 images (0 samples); at least one is required.")
+    out = []
+    for item in items:
+        if isinstance(item, os.PathLike):
+            item = os.fspath(item)
+        if isinstance(item, str):
+            if not os.path.isfile(item):
+                raise FileNotFoundError(f"image file {item!r} does not exist.")
+            out.append(item)
+        elif isinstance(item, Image.Image):
+            out.append(item)
+        else:
+            array = np.asarray(item)
+            if array.dtype.kind not in "biuf" or array.ndim not in (2, 3) or (
+                    array.ndim == 3 and array.shape[-1] not in (1, 3, 4)):
+                raise ValueError(
+                    f"an image must be a PIL image, a path, or an array of shape (H, W) or (H, W, 1|3|4); "
+                    f"got {type(item).__name__} with shape {getattr(array, 'shape', None)}."
+                )
+            _check_pixels(array)
+            out.append(array)
+    return out
+
+
+def _check_pixels(array):
+    if np.issubdtype(array.dtype, np.integer):
+        if array.size and (array.min() < 0 or array.max() > 255):
+            raise ValueError("integer images must hold 0..255 pixel values (uint8).")
+    elif not np.isfinite(array).all():
+        raise ValueError("images contain NaN or infinity.")
+
+
+def _pil_from_array(array):
+    from PIL import Image
+
+    array = np.asarray(array).astype(np.uint8, copy=False)
+    if array.ndim == 3 and array.shape[-1] == 1:
+        array = array[..., 0]
+    if array.ndim == 3 and array.shape[-1] == 4:
+        array = array[..., :3]
+    return Image.fromarray(np.ascontiguousarray(array))
+
+
+def _float_images(array):
+    """(n, H, W[, C]) floats as (n, H, W, 3)."""
+    array = np.asarray(array)
+    if array.ndim == 3:
+        array = array[..., None]
+    if array.shape[-1] == 1:
+        array = np.repeat(array, 3, axis=-1)
+    elif array.shape[-1] == 4:
+        array = array[..., :3]
+    return array
+
+
+def _tensor_preprocess(images, cfg, squash=False):
+    """open_clip's eval preprocessing of float images in [0, 1], batched in torch."""
+    import torch.nn.functional as F
+
+    images = _float_images(images)
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
+    if not x.is_floating_point():
+        x = x.float()
+    th, tw = cfg["size"]
+    h, w = x.shape[-2:]
+    mode = "bilinear" if cfg.get("interpolation") == "bilinear" else "bicubic"
+    resize_mode = "squash" if squash else cfg.get("resize_mode", "shortest")
+
+    def resize(t, size):
+        if tuple(t.shape[-2:]) == tuple(size):
+            return t
+        # antialias=True also upsamples with PIL's bicubic kernel (a = -0.5), as torchvision does
+        return F.interpolate(t, size=size, mode=mode, align_corners=False, antialias=True)
+
+    if resize_mode == "squash":
+        x = resize(x, (th, tw))
+    elif resize_mode == "longest":
+        scale = min(th / h, tw / w)
+        x = resize(x, (max(1, round(h * scale)), max(1, round(w * scale))))
+        pad_h, pad_w = th - x.shape[-2], tw - x.shape[-1]
+        fill = float(cfg.get("fill_color", 0)) / 255.0
+        x = F.pad(x, (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2), value=fill)
+    else:  # shortest side to the target, then centre crop (torchvision's Resize(int) + CenterCrop)
+        if th == tw:
+            short, long = min(h, w), max(h, w)
+            new_long = int(th * long / short)
+            size = (th, new_long) if h <= w else (new_long, th)
+        else:
+            scale = max(th / h, tw / w)
+            size = (round(h * scale), round(w * scale))
+        x = resize(x, size)
+        top = int(round((x.shape[-2] - th) / 2.0))
+        left = int(round((x.shape[-1] - tw) / 2.0))
+        x = x[..., top:top + th, left:left + tw]
+    mean = torch.tensor(cfg["mean"], dtype=x.dtype).view(1, 3, 1, 1)
+    std = torch.tensor(cfg["std"], dtype=x.dtype).view(1, 3, 1, 1)
+    return (x - mean) / std
