@@ -1,5 +1,8 @@
 """Whitened CLIP (Betser, Levi and Gilboa, ICML 2025): likelihoods of embeddings.
 
+- :class:`WhitenedCLIPScorer`: the estimator to reach for. Log-likelihoods,
+  whitened embeddings and outlier labels of images, captions or precomputed
+  embeddings (2-D float arrays).
 - :class:`CLIPEmbedder`: images or captions to CLIP embeddings through
   open_clip (the ``clip`` extra, imported lazily), from local checkpoints
   only, with batching and a ``memory=`` cache.
@@ -20,12 +23,14 @@ trains the tiny CLIP that skicml ships for them.
 """
 
 from ._analysis import full_circle, normality_report, slerp
+from ._clip_scorer import WhitenedCLIPScorer
 from ._embedder import CLIPEmbedder
 from ._scorer import WhitenedLikelihoodOutlierDetector
 from ._whitening import WhiteningLikelihood
 
 __all__ = [
     "CLIPEmbedder",
+    "WhitenedCLIPScorer",
     "WhitenedLikelihoodOutlierDetector",
     "WhiteningLikelihood",
     "full_circle",
