@@ -30,6 +30,7 @@ TOUR_MODULES: list = [
 PRETRAIN_RECIPES: dict = {
     "graphgpt": "skicml.graph._pretrain:main",
     "tabicl": "skicml.tabicl._pretrain:main",
+    "tiny-clip": "skicml.clip._pretrain:main",
     "wearable": "skicml.wearable._pretrain:main",
 }
 

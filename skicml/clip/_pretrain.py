@@ -1,0 +1,350 @@
+"""``skicml pretrain tiny-clip``: the tiny CLIP shipped with skicml, trained on the shapes world.
+
+The recipe behind ``skicml/clip/_weights/tiny_clip_shapes.pt``::
+
+    skicml pretrain tiny-clip --steps 3000 --checkpoint run/tiny_clip.ckpt \\
+        --export skicml/clip/_weights/tiny_clip_shapes.pt
+
+A plain open_clip CLIP (:data:`skicml.clip._model.TINY_CLIP_CONFIG`, open_clip's
+own BPE tokenizer) is trained with the CLIP contrastive loss on an endless
+stream of :func:`skicml.datasets.make_shape_scenes` images and captions
+(each batch drawn from its own seed, so the stream resumes exactly). The
+weights are exported in float16 (under 10 MB) with their provenance: the
+recipe, the data settings, steps, seed, held-out retrieval accuracy and the
+W-CLIP evidence of :func:`wclip_evidence` (likelihood against corruption
+severity, caption perturbations), measured on the exported weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from .._weights import load_weights, save_weights
+from ..datasets import corrupt_images, make_shape_scenes, perturb_captions
+from ..utils.pretraining import pretrain
+from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
+
+__all__ = ["ShapeCaptionStream", "main", "wclip_evidence"]
+
+#: Registry name and package file of the shipped model.
+WEIGHTS_NAME = "tiny-clip-shapes"
+WEIGHTS_FILE = "_weights/tiny_clip_shapes.pt"
+MAX_MEGABYTES = 10.0
+
+_EVAL_SEED = 2_000_003  # held-out scenes: a seed no training batch uses (those come from SeedSequence)
+
+
+class ShapeCaptionStream:
+    """Batches of (normalised images, token ids) from the shapes world.
+
+    Batch ``i`` is ``make_shape_scenes(batch_size, random_state=s_i)`` with
+    ``s_i`` drawn from ``SeedSequence([seed, i])``: the stream's state is the
+    batch counter, so a resumed run sees the same batches.
+    """
+
+    def __init__(self, batch_size, seed, tokenizer, preprocess_cfg, scene_kwargs):
+        self.batch_size = batch_size
+        self.seed = seed
+        self.tokenizer = tokenizer
+        self.preprocess_cfg = preprocess_cfg
+        self.scene_kwargs = dict(scene_kwargs)
+        self.index = 0
+
+    def batch_seed(self, index):
+        return int(np.random.SeedSequence([self.seed, index]).generate_state(1)[0])
+
+    def sample(self):
+        seed = self.batch_seed(self.index)
+        self.index += 1
+        images, captions, _ = make_shape_scenes(self.batch_size, random_state=seed, **self.scene_kwargs)
+        return images_to_tensor(images, self.preprocess_cfg), self.tokenizer(list(captions))
+
+    def state_dict(self):
+        return {"index": self.index}
+
+    def load_state_dict(self, state):
+        self.index = int(state["index"])
+
+
+def images_to_tensor(images, preprocess_cfg):
+    """uint8 images (n, H, W, 3) as the normalised tensor the model reads."""
+    from ._embedder import _tensor_preprocess
+
+    return _tensor_preprocess(images / np.float32(255.0), preprocess_cfg).float()
+
+
+def _preprocess_cfg(model):
+    cfg = dict(import_open_clip().get_model_preprocess_cfg(model))
+    size = cfg["size"]
+    cfg["size"] = tuple(size) if isinstance(size, (list, tuple)) else (int(size), int(size))
+    return cfg
+
+
+def clip_loss(model, batch):
+    """The symmetric InfoNCE loss of CLIP, with the logit scale clamped at 100 as open_clip trains."""
+    from open_clip.loss import ClipLoss
+
+    target = model.module if hasattr(model, "module") else model
+    with torch.no_grad():
+        target.logit_scale.clamp_(0, math.log(100))
+    images, tokens = batch
+    image_features, text_features, logit_scale = model(images, tokens)
+    return ClipLoss()(image_features, text_features, logit_scale)
+
+
+def retrieval_metrics(model, images, tokens):
+    """Held-out contrastive loss and top-1 image->caption / caption->image accuracy."""
+    with torch.no_grad():
+        image_features, text_features, logit_scale = model(images, tokens)
+        logits = logit_scale * image_features @ text_features.T
+        labels = torch.arange(len(images))
+        loss = 0.5 * (torch.nn.functional.cross_entropy(logits, labels)
+                      + torch.nn.functional.cross_entropy(logits.T, labels))
+        return {
+            "heldout_loss": float(loss),
+            "image_to_text_top1": float((logits.argmax(1) == labels).float().mean()),
+            "text_to_image_top1": float((logits.argmax(0) == labels).float().mean()),
+        }
+
+
+def wclip_evidence(image_embedder, text_embedder, n_fit=2000, n_test=500, seed=_EVAL_SEED + 1, scene_kwargs=None):
+    """The W-CLIP paper's qualitative claims, measured on the shapes world.
+
+    - ``corruption``: whitening fitted on ``n_fit`` clean images; for each
+      corruption of :func:`~skicml.datasets.corrupt_images` and severity
+      1..5, the mean log-likelihood of ``n_test`` corrupted held-out images
+      and the AUROC of clean against corrupted (likelihood as the score).
+    - ``captions``: whitening fitted on ``n_fit`` captions; mean
+      log-likelihood of held-out captions and of their perturbations
+      (:func:`~skicml.datasets.perturb_captions`), with AUROC against the
+      clean ones. A text-only likelihood cannot see ``mismatch`` (the
+      captions stay well-formed); ``pairs`` whitens the concatenated image
+      and caption embeddings of matched pairs, where mismatched pairs do
+      stand out (an extension, not in the paper).
+    - ``normality``: pass rates of :func:`~skicml.clip.normality_report` on
+      whitened against raw held-out image embeddings.
+
+    Parameters
+    ----------
+    image_embedder, text_embedder : fitted CLIPEmbedder
+    n_fit, n_test : int
+    seed : int
+    scene_kwargs : dict or None
+        Passed to :func:`~skicml.datasets.make_shape_scenes` (the training
+        data's settings).
+
+    Returns
+    -------
+    dict
+    """
+    from sklearn.metrics import roc_auc_score
+
+    from ._analysis import normality_report
+    from ._whitening import WhiteningLikelihood
+
+    scene_kwargs = dict(scene_kwargs or {})
+    images, captions, _ = make_shape_scenes(n_fit, random_state=seed, **scene_kwargs)
+    test_images, test_captions, _ = make_shape_scenes(n_test, random_state=seed + 1, **scene_kwargs)
+    image_fit, text_fit = image_embedder.transform(images), text_embedder.transform(list(captions))
+    image_test, text_test = image_embedder.transform(test_images), text_embedder.transform(list(test_captions))
+    image_w = WhiteningLikelihood().fit(image_fit)
+    text_w = WhiteningLikelihood().fit(text_fit)
+    clean = image_w.score_samples(image_test)
+
+    def auroc(inlier, outlier):
+        y = np.r_[np.ones(len(inlier)), np.zeros(len(outlier))]
+        return float(roc_auc_score(y, np.r_[inlier, outlier]))
+
+    corruption = {"clean_mean_ll": round(float(clean.mean()), 3)}
+    for kind in ("gaussian_noise", "blur", "occlusion"):
+        rows = []
+        for severity in range(1, 6):
+            corrupted = corrupt_images(test_images, kind, severity, random_state=seed + severity)
+            scores = image_w.score_samples(image_embedder.transform(corrupted))
+            rows.append({"severity": severity, "mean_ll": round(float(scores.mean()), 3),
+                         "auroc": round(auroc(clean, scores), 4)})
+        corruption[kind] = rows
+
+    clean_text = text_w.score_samples(text_test)
+    caption_rows = {"clean_mean_ll": round(float(clean_text.mean()), 3)}
+    for kind in ("scramble", "mismatch", "drop_attributes", "unseen_words"):
+        perturbed = perturb_captions(test_captions, kind, random_state=seed)
+        scores = text_w.score_samples(text_embedder.transform(list(perturbed)))
+        caption_rows[kind] = {"mean_ll": round(float(scores.mean()), 3), "auroc": round(auroc(clean_text, scores), 4)}
+
+    pairs = WhiteningLikelihood().fit(np.hstack([image_fit, text_fit]))
+    matched = pairs.score_samples(np.hstack([image_test, text_test]))
+    order = np.roll(np.arange(n_test), 1)
+    mismatched = pairs.score_samples(np.hstack([image_test, text_test[order]]))
+    pair_rows = {"matched_mean_ll": round(float(matched.mean()), 3),
+                 "mismatched_mean_ll": round(float(mismatched.mean()), 3),
+                 "auroc": round(auroc(matched, mismatched), 4)}
+
+    group = max(20, min(250, n_test // 2))
+    whitened = normality_report(image_w.transform(image_test), n_groups=max(1, n_test // group), group_size=group)
+    raw = normality_report(image_test, n_groups=max(1, n_test // group), group_size=group)
+    normality = {f"whitened_{test}": round(float(rate), 4) for test, rate in whitened.mean().items()}
+    normality.update({f"raw_{test}": round(float(rate), 4) for test, rate in raw.mean().items()})
+    return {"n_fit": n_fit, "n_test": n_test, "corruption": corruption, "captions": caption_rows,
+            "pairs": pair_rows, "normality": normality}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="skicml pretrain tiny-clip", description=__doc__.splitlines()[0])
+    arch = TINY_CLIP_CONFIG
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--image-size", type=int, default=arch["vision_cfg"]["image_size"])
+    parser.add_argument("--max-objects", type=int, default=2, help="objects per scene, 1 to this")
+    parser.add_argument("--embed-dim", type=int, default=arch["embed_dim"])
+    parser.add_argument("--patch-size", type=int, default=arch["vision_cfg"]["patch_size"])
+    parser.add_argument("--vision-width", type=int, default=arch["vision_cfg"]["width"])
+    parser.add_argument("--vision-layers", type=int, default=arch["vision_cfg"]["layers"])
+    parser.add_argument("--text-width", type=int, default=arch["text_cfg"]["width"])
+    parser.add_argument("--text-layers", type=int, default=arch["text_cfg"]["layers"])
+    parser.add_argument("--context-length", type=int, default=arch["text_cfg"]["context_length"])
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--eval-scenes", type=int, default=512, help="held-out scenes of the retrieval check")
+    parser.add_argument("--evidence-fit", type=int, default=2000, help="scenes the exported W-CLIP check fits on")
+    parser.add_argument("--evidence-test", type=int, default=500, help="held-out scenes of that check")
+    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
+    parser.add_argument("--export", default=None, help="write the shippable weights file here")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def model_config(args):
+    """The architecture of the run: :data:`TINY_CLIP_CONFIG` with the command-line widths."""
+    cfg = copy.deepcopy(TINY_CLIP_CONFIG)
+    cfg["embed_dim"] = args.embed_dim
+    cfg["vision_cfg"].update(image_size=args.image_size, patch_size=args.patch_size, width=args.vision_width,
+                             layers=args.vision_layers, head_width=min(32, args.vision_width))
+    cfg["text_cfg"].update(width=args.text_width, layers=args.text_layers, context_length=args.context_length,
+                           heads=max(1, args.text_width // 32))
+    return cfg
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    open_clip = import_open_clip()
+    cfg = model_config(args)
+    scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects}
+    torch.manual_seed(args.seed)
+    model = build_clip(cfg, {"size": args.image_size})
+    preprocess = _preprocess_cfg(model)
+    tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=args.context_length)
+    source = ShapeCaptionStream(args.batch_size, args.seed, tokenizer, preprocess, scene_kwargs)
+    eval_images, eval_captions, _ = make_shape_scenes(args.eval_scenes, random_state=_EVAL_SEED, **scene_kwargs)
+    eval_batch = (images_to_tensor(eval_images, preprocess), tokenizer(list(eval_captions)))
+    n_params = sum(p.numel() for p in model.parameters())
+    if not args.quiet:
+        print(f"tiny CLIP: {n_params / 1e6:.2f}M parameters, {2 * n_params / 1e6:.1f} MB in float16", flush=True)
+
+    def evaluate(module, step):
+        device = next(module.parameters()).device
+        return retrieval_metrics(module, eval_batch[0].to(device), eval_batch[1].to(device))
+
+    history = pretrain(
+        model, source, clip_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
+        warmup_fraction=0.05, grad_clip=1.0, device=args.device, checkpoint_path=args.checkpoint,
+        checkpoint_every=100, callback=evaluate, callback_every=args.eval_every,
+        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
+        verbose=0 if args.quiet else 1, desc="tiny-clip",
+    )
+    if history["step"] < args.steps:
+        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
+        return 0
+    final = history["metrics"][-1] if history["metrics"] else {}
+    print("held-out retrieval: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items() if isinstance(v, float)))
+    if not args.export:
+        return 0
+
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.cpu().state_dict().items()}
+    megabytes = sum(v.numel() * v.element_size() for v in state.values()) / 1e6
+    if megabytes > MAX_MEGABYTES:
+        raise ValueError(f"the float16 weights take {megabytes:.1f} MB, over the {MAX_MEGABYTES} MB budget; "
+                         "use narrower towers.")
+    config = {
+        "name": WEIGHTS_NAME,
+        "model_cfg": cfg,
+        "preprocess_cfg": {"size": args.image_size},
+        "tokenizer": "open_clip SimpleTokenizer (BPE vocabulary bundled with open_clip)",
+    }
+    losses = history["loss"]
+    provenance = {
+        "recipe": "skicml pretrain tiny-clip " + " ".join(sys.argv[3:] if argv is None else argv),
+        "data": {"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs,
+                 "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
+        "steps": history["step"],
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "weight_decay": args.weight_decay,
+        "seed": args.seed,
+        "parameters": n_params,
+        "stored_dtype": "float16",
+        "final_loss": round(float(np.mean(losses[-100:])), 4),
+        "heldout": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()}
+                    for m in history["metrics"]],
+        "train_minutes": round(history["seconds"] / 60, 1),
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "torch": str(torch.__version__),
+        "open_clip": str(getattr(open_clip, "__version__", "unknown")),
+    }
+    save_weights(args.export, state, config, provenance)
+
+    # The evidence is measured on the exported (float16) weights, then stored beside them.
+    from ._embedder import CLIPEmbedder
+
+    started = time.perf_counter()
+    images = CLIPEmbedder(pretrained=args.export, device="cpu", batch_size=256).fit()
+    texts = CLIPEmbedder(pretrained=args.export, modality="text", device="cpu", batch_size=256).fit()
+    provenance["wclip_evidence"] = wclip_evidence(images, texts, n_fit=args.evidence_fit,
+                                                  n_test=args.evidence_test, scene_kwargs=scene_kwargs)
+    provenance["evidence_seconds"] = round(time.perf_counter() - started, 1)
+    payload = load_weights(args.export)
+    digest = save_weights(args.export, payload["state_dict"], config, provenance)
+    _print_evidence(provenance["wclip_evidence"])
+    print(f"wrote {args.export} ({os.path.getsize(args.export) / 1e6:.1f} MB, sha256 {digest})")
+    print("register it in skicml/clip/__init__.py (copy the file to skicml/clip/" + WEIGHTS_FILE + "):")
+    print(f'    register_weights("{WEIGHTS_NAME}", "skicml.clip", "{WEIGHTS_FILE}",\n'
+          f'                     sha256="{digest}",\n'
+          f'                     description="Tiny open_clip CLIP ({n_params / 1e6:.1f}M parameters, float16) '
+          f'trained contrastively on make_shape_scenes; a toy for demos and tests")')
+    return 0
+
+
+def _print_evidence(evidence):
+    corruption = evidence["corruption"]
+    print(f"image log-likelihood, clean: {corruption['clean_mean_ll']}")
+    for kind in ("gaussian_noise", "blur", "occlusion"):
+        cells = ", ".join(f"s{r['severity']}: {r['mean_ll']} (AUROC {r['auroc']})" for r in corruption[kind])
+        print(f"  {kind}: {cells}")
+    captions = evidence["captions"]
+    print(f"caption log-likelihood, clean: {captions['clean_mean_ll']}")
+    for kind in ("scramble", "mismatch", "drop_attributes", "unseen_words"):
+        print(f"  {kind}: {captions[kind]['mean_ll']} (AUROC {captions[kind]['auroc']})")
+    pairs = evidence["pairs"]
+    print(f"image+caption pairs: matched {pairs['matched_mean_ll']}, mismatched {pairs['mismatched_mean_ll']} "
+          f"(AUROC {pairs['auroc']})")
+    print("normality pass rates: " + ", ".join(f"{k}={v}" for k, v in evidence["normality"].items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
