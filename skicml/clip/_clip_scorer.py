@@ -63,9 +63,11 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
         :math:`\lVert z\rVert^2 > \chi^2_{k,1-\alpha}`.
     alpha : float in (0, 1), default=0.025
         Tail probability of the chi-square rule.
-    method, n_components, eps, shrinkage, ddof, corr_threshold, noise_scale, \
-normalize_input, include_log_det, include_constant, random_state
-        The whitening, as in :class:`WhiteningLikelihood`.
+    whitening parameters
+        ``method``, ``n_components``, ``eps``, ``shrinkage``, ``ddof``,
+        ``corr_threshold``, ``noise_scale``, ``normalize_input``,
+        ``include_log_det``, ``include_constant`` and ``random_state``, as in
+        :class:`WhiteningLikelihood`.
 
     Attributes
     ----------

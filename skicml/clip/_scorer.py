@@ -1,9 +1,8 @@
 """``WhitenedLikelihoodOutlierDetector``: W-CLIP as an outlier detector.
 
-Works on precomputed embeddings (2-D float arrays). The spec (section 4)
-keeps the encoder out of this class: the open_clip path will be a Pipeline
-``[("embed", CLIPEmbedder), ("whiten", ...)]`` built by ``make_wclip``, which
-a later change adds.
+Works on precomputed embeddings (2-D float arrays). For images and captions,
+:class:`~skicml.clip.WhitenedCLIPScorer` puts a ``CLIPEmbedder`` in front of
+this class.
 """
 
 import numbers
@@ -32,8 +31,8 @@ class WhitenedLikelihoodOutlierDetector(OutlierMixin, WhiteningLikelihood):
 
     It reads precomputed embeddings: CLIP image or text features (one
     detector per modality, as the paper whitens them separately) or any other
-    embedding. No encoder is built in; following the spec, the open_clip
-    encoders will come as a separate ``CLIPEmbedder`` step of a Pipeline.
+    embedding. No encoder is built in: :class:`WhitenedCLIPScorer` is the
+    same model reading images and captions through ``CLIPEmbedder``.
 
     Parameters
     ----------
