@@ -9,7 +9,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..base import fit_module
+from ..base import fit_module, seeded
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 
@@ -128,9 +128,9 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
         for block in backbone.layers:
             block.drop_path = self.drop_path
         seed = self._seed()
-        torch.manual_seed(seed)
-        module = GraphPredictor(backbone, n_outputs, self.head_hidden, self.pooling,
-                                self.freeze_backbone).to(dtype)
+        with seeded(seed):
+            module = GraphPredictor(backbone, n_outputs, self.head_hidden, self.pooling,
+                                    self.freeze_backbone).to(dtype)
         if targets.dtype.kind == "f":
             targets = torch.as_tensor(targets, dtype=dtype)
         else:
