@@ -139,7 +139,7 @@ def main(argv=None):
 
     tokenizer = EulerTokenizer(node_scope=args.node_scope, random_state=args.seed)._fit_graphs(graphs)
     backbone_config = dict(hidden_size=args.hidden_size, num_layers=args.num_layers, head_dim=args.head_dim,
-                           mlp_ratio=4, attn_dropout=0.0, stack_agg="sum")
+                           mlp_ratio=4, attn_dropout=0.0, stack_agg="sum", causal=False)
     torch.manual_seed(args.seed)
     model = GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **backbone_config)
     objective = MaskedTokenObjective(model)
