@@ -295,11 +295,12 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of object, shape (n_graphs,), or ndarray of shape (n_rows, 2 * n_features * n_stacked_)
+        ndarray of object, shape (n_graphs,), or ndarray of shape (n_rows, n_columns)
             For graphs: each item an int64 array of shape ``(L_i,
             n_stacked_)``; stack them with :func:`pad_sequences`. For a
-            feature matrix: the sequences 0-padded and flattened, one row
-            per input row.
+            feature matrix: the sequences 0-padded to ``2 * n_features_in_``
+            rows and flattened, one row per input row (``n_columns = 2 *
+            n_features_in_ * n_stacked_``).
         """
         check_is_fitted(self)
         graphs, from_rows = read_graphs(self, X, reset=False, node_attr=self.node_attr, edge_attr=self.edge_attr)
@@ -399,8 +400,9 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : sequence of int arrays of shape (L_i, n_stacked_), or 2-D int array
-            Sequences from :meth:`transform`, possibly padded with 0 rows;
+        X : sequence of int arrays of shape (L_i, F), or 2-D int array
+            Sequences from :meth:`transform` (``F = n_stacked_``), possibly
+            padded with 0 rows;
             the flattened rows of the feature-matrix path are accepted too.
 
         Returns
