@@ -147,7 +147,7 @@ plt.show()
 # every edge exactly once exists only when at most two nodes have an odd
 # degree; caffeine has twelve (its methyl carbons and oxygens are dead ends,
 # and most ring atoms have three neighbours), so the walk must cross some
-# bonds twice, out and back. Which ones is the Eulerization: skicml
+# bonds twice, out and back. Choosing which ones is the Eulerization: skicml
 # duplicates the edges of a T-join on a BFS spanning tree, in linear time,
 # where the official code uses networkx's minimum-weight matching; on
 # molecules the walks come out about as long. The walk stops after its last
