@@ -7,7 +7,8 @@ TabICLClassifier``); every estimator is listed by
 
 __version__ = "0.1.0.dev0"
 
+from .graph import GraphGPTClassifier, GraphGPTRegressor  # noqa: E402
 from .tabicl import TabICLClassifier  # noqa: E402
 from .wearable import WearableEncoder  # noqa: E402
 
-__all__ = ["TabICLClassifier", "WearableEncoder", "__version__"]
+__all__ = ["GraphGPTClassifier", "GraphGPTRegressor", "TabICLClassifier", "WearableEncoder", "__version__"]
