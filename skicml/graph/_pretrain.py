@@ -2,8 +2,8 @@
 
 The recipe behind ``skicml/graph/_weights/``::
 
-    skicml pretrain graphgpt --steps 8000 --checkpoint run/graphgpt.ckpt
-    skicml pretrain graphgpt --steps 8000 --checkpoint run/graphgpt.ckpt --export graphgpt.pt
+    skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt
+    skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt --export graphgpt.pt
 
 Molecules come from QM9 as shipped by the ``qm9pack`` package (read in place,
 never downloaded). Every tenth molecule (``qm9_id % 10 == 0``) is held out
@@ -107,7 +107,7 @@ def build_parser():
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--head-dim", type=int, default=32)
     parser.add_argument("--node-scope", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=8000)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=6e-4)
     parser.add_argument("--weight-decay", type=float, default=0.1)
