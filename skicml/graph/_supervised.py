@@ -349,6 +349,8 @@ def _require_y(estimator, y):
 
 def _check_targets(y):
     y = np.asarray(y)
+    if np.iscomplexobj(y):
+        raise ValueError("Complex data not supported: y holds complex numbers; regression targets must be real.")
     if y.dtype == object or not np.issubdtype(y.dtype, np.number):
         try:
             y = y.astype(np.float64)
