@@ -8,7 +8,9 @@ TabICLClassifier``); every estimator is listed by
 __version__ = "0.1.0.dev0"
 
 from .clip import WhitenedCLIPScorer  # noqa: E402
+from .graph import GraphGPTClassifier, GraphGPTRegressor  # noqa: E402
 from .tabicl import TabICLClassifier  # noqa: E402
 from .wearable import WearableEncoder  # noqa: E402
 
-__all__ = ["TabICLClassifier", "WearableEncoder", "WhitenedCLIPScorer", "__version__"]
+__all__ = ["GraphGPTClassifier", "GraphGPTRegressor", "TabICLClassifier", "WearableEncoder", "WhitenedCLIPScorer",
+           "__version__"]

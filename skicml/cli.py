@@ -24,6 +24,7 @@ __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 TOUR_MODULES: list = [
     "skicml.tabicl._tour",
     "skicml.wearable._tour",
+    "skicml.graph._tour",
 ]
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.

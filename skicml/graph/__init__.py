@@ -12,6 +12,7 @@
 The walks come from the ``skicml::euler_serialize`` custom op.
 """
 
+from .._weights import register_weights
 from ._encoder import GraphGPTEncoder
 from ._graphs import Graph, as_graph_list
 from ._model import GraphGPTModel, GraphPredictor, MaskedTokenObjective, NextTokenObjective, mask_cells
@@ -32,3 +33,11 @@ __all__ = [
     "mask_cells",
     "pad_sequences",
 ]
+
+register_weights(
+    "graphgpt-qm9-small",
+    "skicml.graph",
+    "_weights/graphgpt_qm9_small.pt",
+    sha256="12fff0d9dc745898c5d6f6143f6cd87ff51f44cc98f2aa6986d6a3e9e792a8e5",
+    description="GraphGPT backbone (d=128, 4 layers) SMTP-pretrained on QM9 molecules",
+)

@@ -66,10 +66,17 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
                 **{name: getattr(self, name) for name in TOKENIZER_PARAMS}, random_state=self._seed()
             )._fit_graphs(graphs)
             self.backbone_config_ = {name: getattr(self, name) for name in BACKBONE_PARAMS}
+            self.backbone_config_["causal"] = self._causal
             with seeded(self._seed()):
                 backbone = self._build_backbone()
             self.provenance_ = {"trained_by": "fit"}
             return backbone
+        if hasattr(self.pretrained, "get_params") and not hasattr(self.pretrained, "tokenizer_"):
+            raise ValueError(
+                f"pretrained is an unfitted {type(self.pretrained).__name__}. clone() (and so GridSearchCV "
+                "and cross_validate) copies an estimator parameter unfitted: fit it first and wrap it in "
+                "sklearn.frozen.FrozenEstimator, or pass the path of the file its save() writes."
+            )
         if hasattr(self.pretrained, "tokenizer_"):  # a fitted GraphGPTEncoder
             source = self.pretrained
             check_is_fitted(source)
@@ -81,7 +88,8 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
         else:
             payload = load_weights(self.pretrained)
             self.tokenizer_ = EulerTokenizer.from_state(payload["config"]["tokenizer"])
-            self.backbone_config_ = dict(payload["config"]["backbone"])
+            # Files without the flag (the pretraining recipe's) are bidirectional.
+            self.backbone_config_ = {"causal": False, **payload["config"]["backbone"]}
             backbone = self._build_backbone()
             backbone.load_state_dict(payload["state_dict"])
             self.provenance_ = dict(payload["provenance"])
@@ -90,8 +98,7 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
 
     def _build_backbone(self):
         tokenizer = self.tokenizer_
-        return GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, causal=self._causal,
-                             **self.backbone_config_)
+        return GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **self.backbone_config_)
 
     def _batched(self, fn, tokens):
         """``fn`` over batches of ``tokens`` in inference mode, concatenated."""

@@ -210,7 +210,8 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
 
         Returns
         -------
-        ndarray of shape (n_graphs, embedding_dim_)
+        ndarray of shape (n_graphs, embedding_dim)
+            ``embedding_dim = embedding_dim_``, the backbone's width.
         """
         check_is_fitted(self)
         tokens = self._tokens(self._read(X, reset=False))

@@ -269,7 +269,10 @@ def read_graphs(estimator, X, *, reset, node_attr="x", edge_attr="edge_attr"):
     """
     from sklearn.utils.validation import validate_data
 
-    if is_graph_collection(X):
+    # A single graph or an empty list: as_graph_list says what to pass (a
+    # dict subclass may be a sparse matrix, which scikit-learn rejects).
+    single = isinstance(X, (nx.Graph, Graph, str)) or type(X) is dict or hasattr(X, "edge_index")
+    if is_graph_collection(X) or single or (isinstance(X, (list, tuple)) and not X):
         return as_graph_list(X, node_attr=node_attr, edge_attr=edge_attr), False
     if not reset and not hasattr(estimator, "n_features_in_"):
         raise ValueError(

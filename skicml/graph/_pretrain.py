@@ -2,8 +2,8 @@
 
 The recipe behind ``skicml/graph/_weights/``::
 
-    skicml pretrain graphgpt --steps 8000 --checkpoint run/graphgpt.ckpt
-    skicml pretrain graphgpt --steps 8000 --checkpoint run/graphgpt.ckpt --export graphgpt.pt
+    skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt
+    skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt --export graphgpt.pt
 
 Molecules come from QM9 as shipped by the ``qm9pack`` package (read in place,
 never downloaded). Every tenth molecule (``qm9_id % 10 == 0``) is held out
@@ -107,7 +107,7 @@ def build_parser():
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--head-dim", type=int, default=32)
     parser.add_argument("--node-scope", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=8000)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=6e-4)
     parser.add_argument("--weight-decay", type=float, default=0.1)
@@ -139,7 +139,7 @@ def main(argv=None):
 
     tokenizer = EulerTokenizer(node_scope=args.node_scope, random_state=args.seed)._fit_graphs(graphs)
     backbone_config = dict(hidden_size=args.hidden_size, num_layers=args.num_layers, head_dim=args.head_dim,
-                           mlp_ratio=4, attn_dropout=0.0, stack_agg="sum")
+                           mlp_ratio=4, attn_dropout=0.0, stack_agg="sum", causal=False)
     torch.manual_seed(args.seed)
     model = GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **backbone_config)
     objective = MaskedTokenObjective(model)

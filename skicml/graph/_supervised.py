@@ -9,7 +9,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..base import fit_module
+from ..base import fit_module, seeded
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 
@@ -128,9 +128,9 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
         for block in backbone.layers:
             block.drop_path = self.drop_path
         seed = self._seed()
-        torch.manual_seed(seed)
-        module = GraphPredictor(backbone, n_outputs, self.head_hidden, self.pooling,
-                                self.freeze_backbone).to(dtype)
+        with seeded(seed):
+            module = GraphPredictor(backbone, n_outputs, self.head_hidden, self.pooling,
+                                    self.freeze_backbone).to(dtype)
         if targets.dtype.kind == "f":
             targets = torch.as_tensor(targets, dtype=dtype)
         else:
@@ -349,6 +349,8 @@ def _require_y(estimator, y):
 
 def _check_targets(y):
     y = np.asarray(y)
+    if np.iscomplexobj(y):
+        raise ValueError("Complex data not supported: y holds complex numbers; regression targets must be real.")
     if y.dtype == object or not np.issubdtype(y.dtype, np.number):
         try:
             y = y.astype(np.float64)

@@ -98,8 +98,11 @@ class _Column:
             self.categories = np.unique(values)
             self.labels = [str(int(v)) for v in self.categories]
         else:
-            edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)))
-            self.edges = edges[1:-1]
+            edges = np.unique(np.quantile(values, np.linspace(0, 1, n_bins + 1)))[1:-1]
+            # Interpolated quantiles can fall in a gap of the data: merge the
+            # empty bins into their left neighbour (bin 0 holds the minimum).
+            occupied = np.bincount(np.searchsorted(edges, values, side="right"), minlength=len(edges) + 1)
+            self.edges = edges[occupied[1:] > 0]
             bins = np.searchsorted(self.edges, values, side="right")
             self.categories = np.array([values[bins == k].mean() for k in range(len(self.edges) + 1)])
             self.labels = [f"bin{k}" for k in range(len(self.categories))]
@@ -292,11 +295,12 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of object, shape (n_graphs,), or ndarray of shape (n_rows, 2 * n_features * n_stacked_)
+        ndarray of object, shape (n_graphs,), or ndarray of shape (n_rows, n_columns)
             For graphs: each item an int64 array of shape ``(L_i,
             n_stacked_)``; stack them with :func:`pad_sequences`. For a
-            feature matrix: the sequences 0-padded and flattened, one row
-            per input row.
+            feature matrix: the sequences 0-padded to ``2 * n_features_in_``
+            rows and flattened, one row per input row (``n_columns = 2 *
+            n_features_in_ * n_stacked_``).
         """
         check_is_fitted(self)
         graphs, from_rows = read_graphs(self, X, reset=False, node_attr=self.node_attr, edge_attr=self.edge_attr)
@@ -309,8 +313,11 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
 
     def _check_layout(self, graphs):
         self._check_scope(graphs)
-        node_width, edge_width = graphs[0].x.shape[1], max(g.edge_attr.shape[1] for g in graphs)
-        if node_width != self.n_node_attributes_ or (edge_width and edge_width != self.n_edge_attributes_):
+        # Graphs without edges carry no edge attributes to check.
+        edge_widths = [g.edge_attr.shape[1] for g in graphs if g.n_edges]
+        node_width = graphs[0].x.shape[1]
+        edge_width = edge_widths[0] if edge_widths else self.n_edge_attributes_
+        if node_width != self.n_node_attributes_ or edge_width != self.n_edge_attributes_:
             raise ValueError(
                 f"X has graphs with {node_width} node and {edge_width} edge attributes; the tokenizer was "
                 f"fitted on {self.n_node_attributes_} and {self.n_edge_attributes_}."
@@ -393,8 +400,9 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : sequence of int arrays of shape (L_i, n_stacked_), or 2-D int array
-            Sequences from :meth:`transform`, possibly padded with 0 rows;
+        X : sequence of int arrays of shape (L_i, F), or 2-D int array
+            Sequences from :meth:`transform` (``F = n_stacked_``), possibly
+            padded with 0 rows;
             the flattened rows of the feature-matrix path are accepted too.
 
         Returns
@@ -407,6 +415,11 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2:
+            if X.shape[1] % self.n_stacked_:
+                raise ValueError(
+                    f"X has {X.shape[1]} columns; the flattened rows of transform have a multiple of "
+                    f"n_stacked_={self.n_stacked_} (pass a list of (L, {self.n_stacked_}) sequences otherwise)."
+                )
             X = X.reshape(len(X), -1, self.n_stacked_)
         return [self._decode(np.asarray(sequence), i) for i, sequence in enumerate(X)]
 
