@@ -22,6 +22,7 @@ Synthetic images and captions to try it on come from
 trains the tiny CLIP that skicml ships for them.
 """
 
+from .._weights import register_weights
 from ._analysis import full_circle, normality_report, slerp
 from ._clip_scorer import WhitenedCLIPScorer
 from ._embedder import CLIPEmbedder
@@ -37,3 +38,12 @@ __all__ = [
     "normality_report",
     "slerp",
 ]
+
+register_weights(
+    "tiny-clip-shapes",
+    "skicml.clip",
+    "_weights/tiny_clip_shapes.pt",
+    sha256="6402488e7085a83b1e0f6a2b9db0e76f31225d618eef73536b2604772aa9ff17",
+    description="Tiny open_clip CLIP (3.3M parameters, float16) trained contrastively on make_shape_scenes; "
+                "a toy for demos and tests",
+)

@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, check_memory, validate_data
 
 from .. import _weights
-from ..base import TorchEstimatorMixin, resolve_device, seed_from_random_state, seeded
+from ..base import TorchEstimatorMixin, seed_from_random_state, seeded
 from ._model import build_clip, import_open_clip
 
 __all__ = ["CLIPEmbedder", "DEFAULT_CLIP"]
