@@ -123,6 +123,8 @@ def build_parser():
     parser.add_argument("--max-rows", type=int, default=256)
     parser.add_argument("--max-features", type=int, default=24)
     parser.add_argument("--max-classes", type=int, default=10)
+    parser.add_argument("--binary-prob", type=float, default=PriorConfig.binary_prob,
+                        help="share of two-class tables (the rest draw K uniformly up to --max-classes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
@@ -131,6 +133,9 @@ def build_parser():
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     parser.add_argument("--export", default=None, help="write the shippable weights file here at the end")
+    parser.add_argument("--init-from", default=None,
+                        help="start from these weights (a shipped weights file or a checkpoint) with a fresh "
+                             "schedule; ignored when --checkpoint already exists")
     parser.add_argument("--export-now", action="store_true",
                         help="export the checkpoint as it is, without training to --steps")
     parser.add_argument("--quiet", action="store_true")
@@ -151,7 +156,7 @@ def main(argv=None):
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     config = dict(PRESETS[args.preset], max_classes=args.max_classes)
     prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
-                               min_rows=args.min_rows, max_rows=args.max_rows)
+                               min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob)
     torch.manual_seed(args.seed)
     model = TabICLModel(**config)
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else (
@@ -163,6 +168,8 @@ def main(argv=None):
         history = state["history"]
         _export(args, model, history, prior_config, argv)
         return 0
+    if args.init_from and not os.path.exists(args.checkpoint):
+        model.load_state_dict(_load_model_state(args.init_from))
     history = pretrain(
         model, source, prior_loss, steps=args.steps, lr=args.lr, warmup_fraction=args.warmup, grad_clip=1.0,
         device=device, checkpoint_path=args.checkpoint, checkpoint_every=args.checkpoint_every,
@@ -176,6 +183,16 @@ def main(argv=None):
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def _load_model_state(path):
+    """Model weights from a shipped weights file or a pretraining checkpoint."""
+    from .._weights import load_weights
+
+    state = torch.load(path, map_location="cpu", weights_only=True) if os.path.exists(path) else {}
+    if "model" in state:  # a checkpoint of skicml.utils.pretraining.pretrain
+        return state["model"]
+    return {k: v.float() for k, v in load_weights(path)["state_dict"].items()}
 
 
 def _export(args, model, history, prior_config, argv):

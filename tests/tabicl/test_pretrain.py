@@ -70,6 +70,25 @@ def test_recipe_exports_a_loadable_model(tmp_path, capsys):
     model.load_state_dict(payload["state_dict"])
 
 
+
+def test_init_from_warm_starts_a_fresh_schedule(tmp_path):
+    first, out = tmp_path / "first.ckpt", tmp_path / "first.pt"
+    common = ["--preset", "tiny", "--batch-size", "2", "--min-rows", "32", "--max-rows", "40",
+              "--max-features", "5", "--eval-every", "0", "--quiet"]
+    main(common + ["--steps", "2", "--checkpoint", str(first), "--export", str(out)])
+    for source in (first, out):  # a checkpoint or an exported weights file
+        second = tmp_path / f"second-{source.suffix[1:]}.ckpt"
+        main(common + ["--steps", "0", "--binary-prob", "0.2", "--checkpoint", str(second),
+                       "--init-from", str(source)])
+        state = torch.load(second, weights_only=True)
+        assert state["history"]["step"] == 0
+        for name, weights in _weights.load_weights(out)["state_dict"].items():
+            torch.testing.assert_close(state["model"][name], weights.float(), msg=name)
+    with pytest.raises(FileNotFoundError):
+        main(common + ["--steps", "0", "--checkpoint", str(tmp_path / "x.ckpt"),
+                       "--init-from", str(tmp_path / "missing.pt")])
+
+
 WORKER = textwrap.dedent('''
     import json, os, sys
     import torch
