@@ -26,6 +26,7 @@ __all__ = [
     "SHAPE_COLORS",
     "SHAPE_NAMES",
     "SHAPE_SIZES",
+    "SHAPE_TEXTURES",
     "corrupt_images",
     "make_shape_scenes",
     "perturb_captions",
@@ -48,6 +49,13 @@ SHAPE_COLORS = {
 
 #: Size names and their radius as a fraction of the image side.
 SHAPE_SIZES = {"small": 0.1, "large": 0.18}
+
+#: Surface textures: "plain" objects are one colour; "striped" ones alternate
+#: their colour with a darker shade in horizontal bands a sixteenth of the
+#: image side wide (2 pixels at 32), fine detail that blur wipes out. Plain
+#: objects carry no texture word in captions.
+SHAPE_TEXTURES = ("plain", "striped")
+_STRIPE_SHADE = 0.35  # the darker bands keep this share of the object's colour
 
 _DEFAULT_SHAPES = SHAPE_NAMES[:3]
 _DEFAULT_COLORS = tuple(SHAPE_COLORS)[:4]
@@ -147,18 +155,24 @@ def _shape_mask(shape, dx, dy, r):
 
 
 def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_objects=2, shapes=None,
-                      colors=None, sizes=None, color_jitter=0.04, noise=0.02, random_state=None):
+                      colors=None, sizes=None, textures=None, color_jitter=0.04, noise=0.02,
+                      random_state=None):
     """Rendered scenes of coloured shapes with captions that describe them.
 
     Each scene is a dark background (random grey level, light pixel noise)
-    with one to ``max_objects`` shapes of a given colour and size, none
-    overlapping. Its caption names every object and the spatial relation of
-    the first object to each other one, or, for a single object, where it
-    lies::
+    with one to ``max_objects`` shapes of a given colour, size and texture,
+    none overlapping. Its caption names every object and the spatial
+    relation of the first object to each other one, or, for a single
+    object, where it lies::
 
-        a small red circle left of a large blue square
+        a small red circle left of a large striped blue square
         a large green triangle above a small red square and left of a small blue circle
-        a small yellow circle on the left
+        a small striped yellow circle on the left
+
+    Striped objects carry detail two pixels wide (at 32 pixels), so a model
+    trained on these captions must see fine structure, as real CLIP models
+    see texture in photographs; blur then removes information the model
+    relies on (the Whitened CLIP blur evidence needs this).
 
     Layouts are drawn so that captions are unambiguous: two objects are
     separated along the axis their relation names (their bounding boxes do
@@ -185,6 +199,9 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     sizes : sequence of str or None, default=None
         Size names, among :data:`SHAPE_SIZES` ("small", "large"); None is
         both.
+    textures : sequence of str or None, default=None
+        Textures, among :data:`SHAPE_TEXTURES` ("plain", "striped"); None is
+        both. ``("plain",)`` gives the captions of a world without textures.
     color_jitter : float, default=0.04
         Standard deviation of per-object colour noise, as a share of 255.
     noise : float, default=0.02
@@ -201,7 +218,7 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     objects : pandas.DataFrame
         One row per object, in caption order: ``scene``, ``object`` (index
         in the scene, 0 is the caption's subject), ``shape``, ``color``,
-        ``size``, ``x``, ``y`` (centre in pixels, ``y`` pointing down),
+        ``size``, ``texture``, ``x``, ``y`` (centre in pixels, ``y`` pointing down),
         ``radius`` (pixels), ``location`` (left, right, top, bottom or
         middle, relative to the image centre) and ``relation`` (for objects
         after the first: where the first object lies relative to this one,
@@ -220,8 +237,8 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     ((4, 32, 32, 3), dtype('uint8'))
     >>> isinstance(captions[0], str)
     True
-    >>> list(objects.columns)[:5]
-    ['scene', 'object', 'shape', 'color', 'size']
+    >>> list(objects.columns)[:6]
+    ['scene', 'object', 'shape', 'color', 'size', 'texture']
     """
     n = _check_int(n_scenes, "n_scenes", 1)
     S = _check_int(image_size, "image_size", 16)
@@ -235,6 +252,7 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
     color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
     size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
+    texture_names = _names(textures, SHAPE_TEXTURES, SHAPE_TEXTURES, "textures")
     color_jitter = _check_real(color_jitter, "color_jitter", 0.0, 1.0)
     noise = _check_real(noise, "noise", 0.0, 1.0)
     rng = check_random_state(random_state)
@@ -243,6 +261,7 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     shape = rng.randint(len(shape_names), size=(n, hi))
     color = rng.randint(len(color_names), size=(n, hi))
     size = rng.randint(len(size_names), size=(n, hi))
+    texture = rng.randint(len(texture_names), size=(n, hi))
     frac = np.array([SHAPE_SIZES[s] for s in size_names])
     r = frac[size] * S * rng.uniform(0.9, 1.1, size=(n, hi))
     middle = 0.2 * S  # off-centre beyond this offset, in the middle within half of it
@@ -278,6 +297,9 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     rgb = palette[color] + color_jitter * rng.standard_normal((n, hi, 3))
     grid = np.arange(S) + 0.5
     yy, xx = grid[None, :, None], grid[None, None, :]
+    band = max(1, int(round(S / 16)))
+    dark_band = np.broadcast_to(((np.arange(S) // band) % 2 == 1)[None, :, None], (1, S, S))
+    striped = np.array([t == "striped" for t in texture_names])[texture]
     for j in range(hi):
         present = count > j
         for s_index, s_name in enumerate(shape_names):
@@ -287,9 +309,11 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
             dx = xx - cx[idx, j, None, None]
             dy = yy - cy[idx, j, None, None]
             mask = _shape_mask(s_name, dx, dy, r[idx, j, None, None])
+            fill = np.repeat(rgb[idx, j][:, None, None, :], S * S, axis=1).reshape(idx.size, S, S, 3)
+            shade = striped[idx, j, None, None] & dark_band
+            fill = np.where(shade[..., None], _STRIPE_SHADE * fill, fill)
             block = images[idx]
-            block[mask] = np.repeat(rgb[idx, j][:, None, None, :], S * S, axis=1).reshape(
-                idx.size, S, S, 3)[mask]
+            block[mask] = fill[mask]
             images[idx] = block
     images = np.clip(np.rint(images * 255.0), 0, 255).astype(np.uint8)
 
@@ -301,7 +325,8 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     for i in range(n):
         words = []
         for j in range(count[i]):
-            desc = f"{size_names[size[i, j]]} {color_names[color[i, j]]} {shape_names[shape[i, j]]}"
+            texture_word = "" if texture_names[texture[i, j]] == "plain" else texture_names[texture[i, j]] + " "
+            desc = f"{size_names[size[i, j]]} {texture_word}{color_names[color[i, j]]} {shape_names[shape[i, j]]}"
             phrase = f"{_article(desc)} {desc}"
             if j == 0:
                 words.append(phrase)
@@ -311,12 +336,12 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
                 words.append(("" if j == 1 else "and ") + f"{_RELATIONS[relation[i, j]]} {phrase}")
             rows.append((
                 i, j, shape_names[shape[i, j]], color_names[color[i, j]], size_names[size[i, j]],
-                float(cx[i, j]), float(cy[i, j]), float(r[i, j]), _LOCATION_NAMES[location[i, j]],
+                texture_names[texture[i, j]], float(cx[i, j]), float(cy[i, j]), float(r[i, j]), _LOCATION_NAMES[location[i, j]],
                 "" if j == 0 else _RELATIONS[relation[i, j]],
             ))
         captions[i] = " ".join(words)
     objects = pd.DataFrame(rows, columns=[
-        "scene", "object", "shape", "color", "size", "x", "y", "radius", "location", "relation",
+        "scene", "object", "shape", "color", "size", "texture", "x", "y", "radius", "location", "relation",
     ])
     return images, captions, objects
 
@@ -410,8 +435,8 @@ def perturb_captions(captions, kind="scramble", *, random_state=None):
           scene (a random derangement; needs two captions that differ).
           The captions stay well-formed: a text-only likelihood cannot see
           the mismatch, only a model of image and caption together can.
-        - ``"drop_attributes"``: size and colour words removed ("a circle
-          left of a square").
+        - ``"drop_attributes"``: size, texture and colour words removed ("a
+          circle left of a square").
         - ``"unseen_words"``: every shape and colour word replaced by one no
           caption of :func:`make_shape_scenes` uses (hexagon, star, heart,
           pentagon; magenta, brown, pink, teal).
@@ -445,7 +470,7 @@ def perturb_captions(captions, kind="scramble", *, random_state=None):
             order = _derangement_by_value(texts)
         out[:] = [texts[o] for o in order]
         return out
-    size_words, color_words, shape_words = set(SHAPE_SIZES), set(SHAPE_COLORS), set(SHAPE_NAMES)
+    size_words, color_words, shape_words = set(SHAPE_SIZES) | set(SHAPE_TEXTURES), set(SHAPE_COLORS), set(SHAPE_NAMES)
     for i, text in enumerate(texts):
         words = text.split()
         if kind == "scramble":

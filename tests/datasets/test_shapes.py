@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from skicml.datasets import corrupt_images, make_shape_scenes, perturb_captions
 from skicml.datasets._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES
 
-_DESC = r"(an?) (\w+) (\w+) (\w+)"
+_DESC = r"(an?) (\w+) (?:striped )?(\w+) (\w+)"
 _CAPTION = re.compile(
     rf"^{_DESC}(?: (on the left|on the right|at the top|at the bottom|in the middle)"
     rf"|((?: (?:and )?(?:left of|right of|above|below) {_DESC})+))$"
@@ -22,7 +22,7 @@ def test_shapes_and_types():
     assert images.shape == (20, 24, 24, 3) and images.dtype == np.uint8
     assert captions.shape == (20,) and all(isinstance(c, str) for c in captions)
     assert list(objects.columns) == [
-        "scene", "object", "shape", "color", "size", "x", "y", "radius", "location", "relation",
+        "scene", "object", "shape", "color", "size", "texture", "x", "y", "radius", "location", "relation",
     ]
     assert set(objects["scene"]) == set(range(20))
 
@@ -59,7 +59,8 @@ def test_captions_agree_with_the_objects(seed, n, lo, extra, shapes, colors):
         caption = captions[scene]
         assert _CAPTION.match(caption), caption
         # every object appears, in order, as "<size> <colour> <shape>"
-        descs = [f"{s} {c} {h}" for s, c, h in zip(group["size"], group["color"], group["shape"])]
+        descs = [f"{s} {'' if t == 'plain' else t + ' '}{c} {h}"
+                 for s, t, c, h in zip(group["size"], group["texture"], group["color"], group["shape"])]
         start = 0
         for desc in descs:
             found = caption.find(desc, start)
@@ -87,12 +88,28 @@ def test_captions_agree_with_the_objects(seed, n, lo, extra, shapes, colors):
 
 
 def test_pixels_carry_the_object_colours():
-    images, _, objects = make_shape_scenes(40, color_jitter=0.0, noise=0.0, random_state=1)
+    images, _, objects = make_shape_scenes(40, textures=["plain"], color_jitter=0.0, noise=0.0, random_state=1)
     for _, obj in objects.iterrows():
         pixel = images[obj["scene"], int(obj["y"]), int(obj["x"])].astype(int)
         np.testing.assert_allclose(pixel, SHAPE_COLORS[obj["color"]], atol=2)
     # the background is darker than every palette colour used here
     assert images[:, 0, 0].max() <= 0.16 * 255 + 1
+
+
+def test_striped_objects_alternate_colour_and_shade_in_bands():
+    images, captions, objects = make_shape_scenes(60, image_size=32, textures=["striped"], color_jitter=0.0,
+                                                  noise=0.0, random_state=5)
+    assert all("striped" in c for c in captions)
+    assert set(objects["texture"]) == {"striped"}
+    for _, obj in objects.iterrows():
+        column = images[obj["scene"], :, int(obj["x"])].astype(float)
+        colour = np.array(SHAPE_COLORS[obj["color"]], dtype=float)
+        rows = [y for y in range(32) if abs(y + 0.5 - obj["y"]) < 0.5 * obj["radius"]]
+        for y in rows:  # bands are 2 pixels wide at 32 pixels: odd band index is the shade
+            expected = colour * (0.35 if (y // 2) % 2 else 1.0)
+            np.testing.assert_allclose(column[y], expected, atol=2)
+    _, plain, objects = make_shape_scenes(30, textures=["plain"], random_state=5)
+    assert not any("striped" in c for c in plain) and set(objects["texture"]) == {"plain"}
 
 
 def test_sizes_and_shapes_differ_in_area():
@@ -120,6 +137,7 @@ def test_fast_enough():
     (dict(max_objects=5), "max_objects"),
     (dict(shapes=["hexagon"]), "shapes"),
     (dict(colors=[]), "colors"),
+    (dict(textures=["dotted"]), "textures"),
     (dict(noise=-1.0), "noise"),
 ])
 def test_bad_parameters(params, match):
@@ -195,7 +213,7 @@ def test_mismatch_is_a_derangement_of_the_captions():
 
 
 def test_drop_attributes_and_unseen_words():
-    captions = ["a small red circle left of a large blue square", "an orange circle on the left"]
+    captions = ["a small red circle left of a large striped blue square", "an orange circle on the left"]
     assert list(perturb_captions(captions, "drop_attributes")) == [
         "a circle left of a square", "a circle on the left",
     ]
