@@ -132,6 +132,15 @@ def test_normality_report_on_whitened_gaussian_data():
     assert (report.mean() > 0.8).all()
 
 
+
+def test_standard_normal_test_tells_whitened_from_raw_gaussian_features():
+    X = gaussian_data(9, 2000, 4)          # Gaussian, but not standard: shape tests pass, "standard" fails
+    Z = WhiteningLikelihood().fit_transform(X)
+    raw = normality_report(X, n_groups=8, group_size=250, tests=("anderson", "standard")).mean()
+    whitened = normality_report(Z, n_groups=8, group_size=250, tests=("anderson", "standard")).mean()
+    assert raw["anderson"] > 0.8 and whitened["anderson"] > 0.8
+    assert raw["standard"] < 0.2 < 0.8 < whitened["standard"]
+
 def test_normality_report_rejects_a_non_gaussian_shell():
     rng = np.random.default_rng(8)
     Z = rng.exponential(size=(1000, 3))
