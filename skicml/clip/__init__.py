@@ -43,7 +43,7 @@ register_weights(
     "tiny-clip-shapes",
     "skicml.clip",
     "_weights/tiny_clip_shapes.pt",
-    sha256="6402488e7085a83b1e0f6a2b9db0e76f31225d618eef73536b2604772aa9ff17",
+    sha256="e9e3d5d96c30423893a5e4adaefafbdaf2903d5c477d50e0b59d26f47cb25bf8",
     description="Tiny open_clip CLIP (3.3M parameters, float16) trained contrastively on make_shape_scenes; "
                 "a toy for demos and tests",
 )

@@ -29,6 +29,7 @@ import torch
 
 from .._weights import load_weights, save_weights
 from ..datasets import corrupt_images, make_shape_scenes, perturb_captions
+from ..datasets._shapes import SHAPE_TEXTURES
 from ..utils.pretraining import pretrain
 from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
 
@@ -126,11 +127,17 @@ def wclip_evidence(image_embedder, text_embedder, n_fit=2000, n_test=500, seed=_
       log-likelihood of held-out captions and of their perturbations
       (:func:`~skicml.datasets.perturb_captions`), with AUROC against the
       clean ones. A text-only likelihood cannot see ``mismatch`` (the
-      captions stay well-formed); ``pairs`` whitens the concatenated image
-      and caption embeddings of matched pairs, where mismatched pairs do
-      stand out (an extension, not in the paper).
+      captions stay well-formed).
+    - ``pairs``: the log-likelihood of a caption *given its image*,
+      ``log p(image, caption) - log p(image)``, from whitenings of the
+      concatenated image and caption embeddings of matched pairs and of the
+      image embeddings (log-determinants included, so both are densities),
+      for the held-out captions and for the mismatched ones (an extension
+      of the paper's per-modality likelihoods).
     - ``normality``: pass rates of :func:`~skicml.clip.normality_report` on
-      whitened against raw held-out image embeddings.
+      whitened against raw held-out image embeddings: normal shape
+      (Anderson-Darling, D'Agostino-Pearson) and standard normal
+      (Kolmogorov-Smirnov against N(0, 1)).
 
     Parameters
     ----------
@@ -180,17 +187,22 @@ def wclip_evidence(image_embedder, text_embedder, n_fit=2000, n_test=500, seed=_
         scores = text_w.score_samples(text_embedder.transform(list(perturbed)))
         caption_rows[kind] = {"mean_ll": round(float(scores.mean()), 3), "auroc": round(auroc(clean_text, scores), 4)}
 
-    pairs = WhiteningLikelihood().fit(np.hstack([image_fit, text_fit]))
-    matched = pairs.score_samples(np.hstack([image_test, text_test]))
-    order = np.roll(np.arange(n_test), 1)
-    mismatched = pairs.score_samples(np.hstack([image_test, text_test[order]]))
+    # log p(caption | image) = log p(image, caption) - log p(image), both
+    # Gaussian after whitening; the log-determinants make them densities.
+    pairs = WhiteningLikelihood(include_log_det=True).fit(np.hstack([image_fit, text_fit]))
+    image_density = WhiteningLikelihood(include_log_det=True).fit(image_fit).score_samples(image_test)
+    matched = pairs.score_samples(np.hstack([image_test, text_test])) - image_density
+    mismatched_text = text_embedder.transform(list(perturb_captions(test_captions, "mismatch", random_state=seed)))
+    mismatched = pairs.score_samples(np.hstack([image_test, mismatched_text])) - image_density
     pair_rows = {"matched_mean_ll": round(float(matched.mean()), 3),
                  "mismatched_mean_ll": round(float(mismatched.mean()), 3),
                  "auroc": round(auroc(matched, mismatched), 4)}
 
     group = max(20, min(250, n_test // 2))
-    whitened = normality_report(image_w.transform(image_test), n_groups=max(1, n_test // group), group_size=group)
-    raw = normality_report(image_test, n_groups=max(1, n_test // group), group_size=group)
+    tests = ("anderson", "dagostino", "standard")
+    whitened = normality_report(image_w.transform(image_test), n_groups=max(1, n_test // group),
+                                group_size=group, tests=tests)
+    raw = normality_report(image_test, n_groups=max(1, n_test // group), group_size=group, tests=tests)
     normality = {f"whitened_{test}": round(float(rate), 4) for test, rate in whitened.mean().items()}
     normality.update({f"raw_{test}": round(float(rate), 4) for test, rate in raw.mean().items()})
     return {"n_fit": n_fit, "n_test": n_test, "corruption": corruption, "captions": caption_rows,
@@ -217,7 +229,7 @@ def build_parser():
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-scenes", type=int, default=512, help="held-out scenes of the retrieval check")
     parser.add_argument("--evidence-fit", type=int, default=2000, help="scenes the exported W-CLIP check fits on")
-    parser.add_argument("--evidence-test", type=int, default=500, help="held-out scenes of that check")
+    parser.add_argument("--evidence-test", type=int, default=2000, help="held-out scenes of that check")
     parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
     parser.add_argument("--export", default=None, help="write the shippable weights file here")
@@ -244,7 +256,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     open_clip = import_open_clip()
     cfg = model_config(args)
-    scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects}
+    scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects,
+                    "textures": list(SHAPE_TEXTURES)}
     torch.manual_seed(args.seed)
     model = build_clip(cfg, {"size": args.image_size})
     preprocess = _preprocess_cfg(model)
@@ -341,8 +354,8 @@ def _print_evidence(evidence):
     for kind in ("scramble", "mismatch", "drop_attributes", "unseen_words"):
         print(f"  {kind}: {captions[kind]['mean_ll']} (AUROC {captions[kind]['auroc']})")
     pairs = evidence["pairs"]
-    print(f"image+caption pairs: matched {pairs['matched_mean_ll']}, mismatched {pairs['mismatched_mean_ll']} "
-          f"(AUROC {pairs['auroc']})")
+    print(f"caption log-likelihood given its image: matched {pairs['matched_mean_ll']}, "
+          f"mismatched {pairs['mismatched_mean_ll']} (AUROC {pairs['auroc']})")
     print("normality pass rates: " + ", ".join(f"{k}={v}" for k, v in evidence["normality"].items()))
 
 

@@ -164,3 +164,46 @@ def test_default_embedder_is_the_shipped_clip(monkeypatch):
     monkeypatch.setattr(_weights, "_REGISTRY", {})
     with pytest.raises(FileNotFoundError, match="tiny-clip"):
         WhitenedCLIPScorer().fit(["a small red circle on the left", "a large blue square at the top"])
+
+
+def test_shipped_tiny_clip_shows_the_papers_claims():
+    """The shipped model, on fresh scenes: likelihood falls with every
+    corruption's severity, ill-formed captions score lower, and the caption
+    likelihood given the image flags captions of other scenes."""
+    pytest.importorskip("open_clip")
+    from sklearn.metrics import roc_auc_score
+
+    from skicml.clip import CLIPEmbedder
+    from skicml.datasets import corrupt_images, perturb_captions
+
+    def auroc(inlier, outlier):
+        return roc_auc_score(np.r_[np.ones(len(inlier)), np.zeros(len(outlier))], np.r_[inlier, outlier])
+
+    images, captions, _ = make_shape_scenes(1000, random_state=11)
+    test_images, test_captions, _ = make_shape_scenes(300, random_state=12)
+    image_embedder = CLIPEmbedder(device="cpu", batch_size=256).fit()
+    text_embedder = CLIPEmbedder(modality="text", device="cpu", batch_size=256).fit()
+    image_fit, image_test = image_embedder.transform(images), image_embedder.transform(test_images)
+    scorer = WhitenedCLIPScorer().fit(image_fit)
+    clean = scorer.score_samples(image_test)
+    for kind in ("gaussian_noise", "blur", "occlusion"):
+        curve = [auroc(clean, scorer.score_samples(image_embedder.transform(
+            corrupt_images(test_images, kind, severity, random_state=severity)))) for severity in (1, 3, 5)]
+        assert curve[0] < curve[1] < curve[2] and curve[2] > 0.65, (kind, curve)
+        # the lightest blur (0.5 pixel) also smooths the background's pixel noise: not detected
+        assert curve[0] > (0.4 if kind == "blur" else 0.55), (kind, curve)
+
+    text_fit = text_embedder.transform(list(captions))
+    text_test = text_embedder.transform(list(test_captions))
+    captions_scorer = WhitenedCLIPScorer().fit(text_fit)
+    clean_text = captions_scorer.score_samples(text_test)
+    for kind in ("scramble", "drop_attributes", "unseen_words"):
+        perturbed = text_embedder.transform(list(perturb_captions(test_captions, kind, random_state=0)))
+        assert auroc(clean_text, captions_scorer.score_samples(perturbed)) > 0.75, kind
+
+    pairs = WhitenedCLIPScorer(include_log_det=True).fit(np.hstack([image_fit, text_fit]))
+    image_density = WhitenedCLIPScorer(include_log_det=True).fit(image_fit).score_samples(image_test)
+    mismatched = text_embedder.transform(list(perturb_captions(test_captions, "mismatch", random_state=0)))
+    own = pairs.score_samples(np.hstack([image_test, text_test])) - image_density
+    other = pairs.score_samples(np.hstack([image_test, mismatched])) - image_density
+    assert auroc(own, other) > 0.95

@@ -58,6 +58,9 @@ def test_recipe_trains_exports_and_loads(tmp_path, capsys):
     evidence = provenance["wclip_evidence"]
     assert [row["severity"] for row in evidence["corruption"]["blur"]] == [1, 2, 3, 4, 5]
     assert set(evidence["captions"]) >= {"scramble", "mismatch", "drop_attributes", "unseen_words"}
+    assert set(evidence["pairs"]) == {"matched_mean_ll", "mismatched_mean_ll", "auroc"}
+    assert {"whitened_standard", "raw_standard"} <= set(evidence["normality"])
+    assert provenance["data"]["textures"] == ["plain", "striped"]
     assert all(v.dtype == torch.float16 for v in payload["state_dict"].values() if v.is_floating_point())
     assert payload["config"]["model_cfg"]["embed_dim"] == 8
     embedder = CLIPEmbedder(pretrained=str(path), device="cpu").fit()
