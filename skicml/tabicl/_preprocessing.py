@@ -38,9 +38,11 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import PowerTransformer, QuantileTransformer, RobustScaler, StandardScaler
+from sklearn.preprocessing import QuantileTransformer, RobustScaler, StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._yeo_johnson import YeoJohnsonTransformer
 
 __all__ = [
     "NORM_METHODS",
@@ -763,7 +765,8 @@ class OutlierRemover(TransformerMixin, BaseEstimator):
 
 def _make_normalizer(method, seed, n_samples):
     if method == "power":
-        return PowerTransformer(method="yeo-johnson", standardize=True)
+        # PowerTransformer(method="yeo-johnson") with the lambdas of all columns found at once
+        return YeoJohnsonTransformer()
     if method == "quantile":
         # official: the default n_quantiles=1000, which QuantileTransformer caps at
         # n_samples with a warning; capping here gives the same quantiles silently
