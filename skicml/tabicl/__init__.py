@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="ce28ca8600d04c5a61038719154a7235e2410417115e08e340eb24019e6eac3f",
+    sha256="97c508c63577af43fa8192021d75cf24cbee8176497497c45a7d106b88604789",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
