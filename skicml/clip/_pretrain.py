@@ -182,9 +182,11 @@ def wclip_evidence(image_embedder, text_embedder, n_fit=2000, n_test=500, seed=_
 
     clean_text = text_w.score_samples(text_test)
     caption_rows = {"clean_mean_ll": round(float(clean_text.mean()), 3)}
+    perturbed_text = {}
     for kind in ("scramble", "mismatch", "drop_attributes", "unseen_words"):
         perturbed = perturb_captions(test_captions, kind, random_state=seed)
-        scores = text_w.score_samples(text_embedder.transform(list(perturbed)))
+        perturbed_text[kind] = text_embedder.transform(list(perturbed))
+        scores = text_w.score_samples(perturbed_text[kind])
         caption_rows[kind] = {"mean_ll": round(float(scores.mean()), 3), "auroc": round(auroc(clean_text, scores), 4)}
 
     # log p(caption | image) = log p(image, caption) - log p(image), both
@@ -192,8 +194,7 @@ def wclip_evidence(image_embedder, text_embedder, n_fit=2000, n_test=500, seed=_
     pairs = WhiteningLikelihood(include_log_det=True).fit(np.hstack([image_fit, text_fit]))
     image_density = WhiteningLikelihood(include_log_det=True).fit(image_fit).score_samples(image_test)
     matched = pairs.score_samples(np.hstack([image_test, text_test])) - image_density
-    mismatched_text = text_embedder.transform(list(perturb_captions(test_captions, "mismatch", random_state=seed)))
-    mismatched = pairs.score_samples(np.hstack([image_test, mismatched_text])) - image_density
+    mismatched = pairs.score_samples(np.hstack([image_test, perturbed_text["mismatch"]])) - image_density
     pair_rows = {"matched_mean_ll": round(float(matched.mean()), 3),
                  "mismatched_mean_ll": round(float(mismatched.mean()), 3),
                  "auroc": round(auroc(matched, mismatched), 4)}

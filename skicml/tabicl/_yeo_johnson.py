@@ -16,22 +16,27 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 __all__ = ["YeoJohnsonTransformer", "yeo_johnson"]
 
 _EPS = np.finfo(np.float64).eps
-_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 _XTOL = 1.48e-8  # SciPy's yeojohnson_normmax tolerance
+
+
+def _transform(log1p_abs, positive, lambdas):
+    """Yeo-Johnson from ``log1p(|x|)`` and the sign of ``x``: one ``expm1`` pass.
+
+    Non-negative entries use the power ``lambda``, negative ones ``2 - lambda``
+    (with the sign flipped); a power of zero is the logarithm itself.
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        power = np.where(positive, lambdas, 2.0 - lambdas)
+        flat = np.abs(power) < _EPS
+        safe = np.where(flat, 1.0, power)
+        magnitude = np.where(flat, log1p_abs, np.expm1(safe * log1p_abs) / safe)
+    return np.where(positive, magnitude, -magnitude)
 
 
 def yeo_johnson(X, lambdas):
     """Yeo-Johnson transform of the columns of ``X`` (n, p) with ``lambdas`` (p,)."""
     X = np.asarray(X, dtype=np.float64)
-    lam = np.broadcast_to(np.asarray(lambdas, dtype=np.float64), X.shape)
-    log1p_abs = np.log1p(np.abs(X))
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        zero = np.abs(lam) < _EPS
-        positive = np.where(zero, log1p_abs, np.expm1(lam * log1p_abs) / np.where(zero, 1.0, lam))
-        two = np.abs(lam - 2.0) < _EPS
-        negative = np.where(two, -log1p_abs,
-                            -np.expm1((2.0 - lam) * log1p_abs) / np.where(two, 1.0, 2.0 - lam))
-    return np.where(X >= 0, positive, negative)
+    return _transform(np.log1p(np.abs(X)), X >= 0, np.asarray(lambdas, dtype=np.float64))
 
 
 class _Likelihood:
@@ -46,16 +51,11 @@ class _Likelihood:
         self.n = X.shape[0]
         self.log1p_abs = np.log1p(np.abs(X))
         self.positive = X >= 0
-        self.sign = np.where(self.positive, 1.0, -1.0)
         self.signed_log_sum = (np.sign(X) * self.log1p_abs).sum(axis=0)
 
     def __call__(self, lambdas):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            power = np.where(self.positive, lambdas, 2.0 - lambdas)
-            flat = np.abs(power) < _EPS
-            safe = np.where(flat, 1.0, power)
-            y = self.sign * np.where(flat, self.log1p_abs, np.expm1(safe * self.log1p_abs) / safe)
-            variance = y.var(axis=0)
+            variance = _transform(self.log1p_abs, self.positive, lambdas).var(axis=0)
             log_variance = np.where(variance >= np.finfo(np.float64).tiny, np.log(variance), -np.inf)
             llf = -self.n / 2.0 * log_variance + (lambdas - 1.0) * self.signed_log_sum
         return np.where(np.isfinite(llf), -llf, np.inf)
