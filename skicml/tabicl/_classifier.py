@@ -27,6 +27,11 @@ DEFAULT_MODEL = "tabicl-small"
 # Rows per forward pass at predict time; bounds memory, not results.
 _ROW_CHUNK = 2048
 
+#: The paper's softmax temperature, also the starting point of ``"auto"``.
+OFFICIAL_TEMPERATURE = 0.9
+# Training rows held out (over a few folds) to fit the "auto" temperature.
+_CALIBRATION_ROWS = 512
+
 
 @lru_cache(maxsize=4)
 def _read_model(model_path, stamp):
@@ -50,6 +55,28 @@ def load_tabicl_model(model_path=None):
     model = TabICLModel(**payload["config"])
     model.load_state_dict(payload["state_dict"])
     return model.eval(), dict(payload["provenance"])
+
+
+def _calibration_folds(X_num, y, seed):
+    """Fold of each training row held out for the temperature (-1: always in context).
+
+    Rows are ranked by a seeded random projection of their values, not by
+    their position, so the result does not depend on the order of the rows.
+    At most ``_CALIBRATION_ROWS`` rows are held out, each fold about a
+    quarter of the table, and every class keeps a row in every context.
+    """
+    n = len(y)
+    n_held = min(n, _CALIBRATION_ROWS)
+    n_folds = max(1, -(-n_held // -(-n // 4)))
+    direction = np.random.RandomState(seed).standard_normal(X_num.shape[1])
+    key = np.nan_to_num(np.asarray(X_num, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0) @ direction
+    folds = np.full(n, -1)
+    for label in np.unique(y):
+        rows = np.flatnonzero(y == label)
+        held = min(len(rows) - 1, n_held * len(rows) // n)
+        order = rows[np.argsort(key[rows], kind="stable")]
+        folds[order[:held]] = np.arange(held) % n_folds
+    return folds
 
 
 def _is_dataframe(X):
@@ -166,7 +193,17 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Give members cyclically shifted class labels.
     outlier_threshold : float, default=4.0
         z-score beyond which values are softly clipped.
-    softmax_temperature : float, default=0.9
+    softmax_temperature : float or "auto", default="auto"
+        Temperature of the softmax over the members' averaged logits (and
+        of every node of the class tree). ``"auto"`` keeps the paper's 0.9
+        inside the network and fits one sharpening factor of the final
+        log-probabilities at ``fit``, by minimising the log loss of training
+        rows held out from the context (up to 512 rows over a few folds, a
+        fold's context keeps every class); it costs a few extra in-context
+        passes over the training table. This calibration is skicml's
+        addition (the paper uses 0.9, which reproduces its inference
+        exactly): a small pretrained model is underconfident on clean real
+        tables and overconfident on noisy ones.
     average_logits : bool, default=True
         Average members' logits (else their probabilities).
     use_hierarchical : bool, default=True
@@ -213,6 +250,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Preprocessed training data and the members' configurations.
     n_estimators_ : int
         Members actually used (fewer when the data allows fewer distinct ones).
+    softmax_temperature_ : float
+        The temperature applied to the averaged logits: ``softmax_temperature``
+        itself, or with ``"auto"`` 0.9 divided by the fitted sharpening factor
+        (with ``average_logits=False`` the averaged probabilities are raised
+        to the power ``0.9 / softmax_temperature_`` and renormalised).
 
     Examples
     --------
@@ -225,7 +267,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     """
 
     def __init__(self, n_estimators=8, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
-                 outlier_threshold=4.0, softmax_temperature=0.9, average_logits=True, use_hierarchical=True,
+                 outlier_threshold=4.0, softmax_temperature="auto", average_logits=True, use_hierarchical=True,
                  batch_size=8, max_context=None, inference_precision="float32", cache="auto", model_path=None,
                  device="auto", random_state=None, n_jobs=None, verbose=0):
         self.n_estimators = n_estimators
@@ -289,6 +331,12 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             raise ValueError(
                 f"inference_precision must be 'float32' or 'float64', got {self.inference_precision!r}."
             )
+        auto = isinstance(self.softmax_temperature, str) and self.softmax_temperature == "auto"
+        if not auto and not (isinstance(self.softmax_temperature, numbers.Real)
+                             and np.isfinite(self.softmax_temperature) and self.softmax_temperature > 0):
+            raise ValueError(
+                f"softmax_temperature must be a positive number or 'auto', got {self.softmax_temperature!r}."
+            )
         X = self._validate_X(X, reset=True)
         y = column_or_1d(check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=False), warn=True)
         if len(y) != X.shape[0]:
@@ -320,9 +368,17 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             self.class_prior_ = np.bincount(y_encoded, minlength=n_classes) / len(y_encoded)
             # A single class, or no informative column: the prior is the answer.
             self._fallback_ = n_classes < 2 or self.ensemble_.n_features_out_ == 0
+            self.softmax_temperature_ = self._model_temperature()
             if not self._fallback_:
                 self._encode_context()
+                if auto:
+                    folds = _calibration_folds(X_num, y_encoded, seed)
+                    self.softmax_temperature_ = self._model_temperature() / self._fit_sharpening(folds, y_encoded)
         return self
+
+    def _model_temperature(self):
+        """The temperature inside the network (class-tree nodes, averaged logits)."""
+        return OFFICIAL_TEMPERATURE if isinstance(self.softmax_temperature, str) else float(self.softmax_temperature)
 
     def _cache_bytes(self, n_train):
         icl = self.model_.icl_predictor
@@ -361,7 +417,6 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         """Logits (m, K) of member ``index`` over the classes, offset undone."""
         method, permutation, offset = self.ensemble_.configs_[index]
         n_classes = len(self.classes_)
-        tau = self.softmax_temperature
         if self.member_context_ is not None:
             context = to_device(self.member_context_[index], R_test.device)
             logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), context)
@@ -371,13 +426,58 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             R_train = self.member_rows_[key].to(R_test.device)
             y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_test.device).unsqueeze(0)
             R = torch.cat([R_train, R_test]).unsqueeze(0)
-            logits = model.logits_from_rows(R, y_member, tau)[0]
+            logits = model.logits_from_rows(R, y_member, self._model_temperature())[0]
+        return self._member_output(model, logits, offset)
+
+    def _member_output(self, model, logits, offset):
+        """What members contribute to the average: logits or probabilities, offset undone."""
+        tau = self._model_temperature()
         if not self.average_logits:
-            if n_classes > model.max_classes:
+            if len(self.classes_) > model.max_classes:
                 logits = torch.exp(logits / tau) - 1e-6  # back to the tree's probabilities
             else:
                 logits = torch.softmax(logits / tau, dim=-1)
         return torch.roll(logits, shifts=-offset, dims=-1)
+
+    def _log_proba(self, average):
+        """Unnormalised log-probabilities from the members' average output."""
+        if self.average_logits:
+            return average / self._model_temperature()
+        return np.log(np.clip(average, 1e-300, None))
+
+    def _fit_sharpening(self, folds, y):
+        """The factor ``s`` minimising the held-out log loss of ``softmax(s * log_proba)``."""
+        from scipy.optimize import minimize_scalar
+        from scipy.special import log_softmax
+
+        held = np.flatnonzero(folds >= 0)
+        if len(held) == 0:
+            return 1.0
+        model = self.model_
+        device = self._device()
+        total = np.zeros((len(held), len(self.classes_)))
+        with torch.inference_mode():
+            for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
+                R = self.member_rows_[(method, tuple(permutation.tolist()))]
+                y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(device)
+                for fold in np.unique(folds[held]):
+                    query = torch.from_numpy(np.flatnonzero(folds == fold)).to(device)
+                    context = torch.from_numpy(np.flatnonzero(folds != fold)).to(device)
+                    rows = torch.cat([R[context], R[query]]).unsqueeze(0)
+                    logits = model.logits_from_rows(rows, y_member[context].unsqueeze(0), self._model_temperature())[0]
+                    total[np.searchsorted(held, query.cpu().numpy())] += (
+                        self._member_output(model, logits, offset).double().cpu().numpy())
+        log_proba = self._log_proba(total / self.n_estimators_)
+        target = y[held]
+
+        def objective(log_s):
+            # The log loss plus a standard-normal prior on log s, which keeps
+            # the factor near 1 when few rows are held out.
+            z = log_softmax(np.exp(log_s) * log_proba, axis=1)
+            return -z[np.arange(len(held)), target].mean() + 0.5 * log_s**2 / len(held)
+
+        result = minimize_scalar(objective, bounds=(np.log(0.2), np.log(50.0)), method="bounded")
+        return float(np.exp(result.x))
 
     def _predict_chunk(self, X_test):
         model = self.model_.to(self._device())
@@ -392,8 +492,12 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             total = out if total is None else total + out
         average = (total / self.n_estimators_).cpu().numpy()
         if self.average_logits:
-            average = average / self.softmax_temperature
-            average = np.exp(average - average.max(axis=1, keepdims=True))
+            average = average / self.softmax_temperature_
+        elif self.softmax_temperature_ != self._model_temperature():
+            average = self._log_proba(average) * (self._model_temperature() / self.softmax_temperature_)
+        else:
+            return average / average.sum(axis=1, keepdims=True)
+        average = np.exp(average - average.max(axis=1, keepdims=True))
         return average / average.sum(axis=1, keepdims=True)
 
     def predict_proba(self, X):

@@ -71,6 +71,56 @@ def test_temperature(data):
     np.testing.assert_array_equal(hot.argmax(1), warm.argmax(1))
 
 
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(1, 300), min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_calibration_folds(counts, seed):
+    from skicml.tabicl._classifier import _CALIBRATION_ROWS, _calibration_folds
+
+    rng = np.random.RandomState(seed)
+    y = rng.permutation(np.repeat(np.arange(len(counts)), counts))
+    X = rng.randn(len(y), 3)
+    X[rng.rand(*X.shape) < 0.1] = np.nan
+    folds = _calibration_folds(X, y, seed)
+    held = folds >= 0
+    assert held.sum() <= _CALIBRATION_ROWS
+    for fold in np.unique(folds[held]):
+        # every class keeps a row in the context of every fold
+        assert set(y[folds != fold]) == set(y)
+    if len(y) >= 8 and max(counts) >= 2:
+        assert held.any()
+    order = rng.permutation(len(y))
+    np.testing.assert_array_equal(_calibration_folds(X[order], y[order], seed), folds[order])
+
+
+def test_auto_temperature_sharpens_clean_data():
+    from sklearn.metrics import log_loss
+
+    X, y = make_blobs(n_samples=300, centers=4, n_features=4, cluster_std=0.6, random_state=0)
+    fixed = _clf(softmax_temperature=0.9).fit(X[:100], y[:100])
+    auto = _clf(softmax_temperature="auto").fit(X[:100], y[:100])
+    assert fixed.softmax_temperature_ == 0.9
+    assert 0.9 / 50 <= auto.softmax_temperature_ < 0.9
+    assert log_loss(y[100:], auto.predict_proba(X[100:])) < log_loss(y[100:], fixed.predict_proba(X[100:]))
+    np.testing.assert_array_equal(auto.predict(X[100:]), fixed.predict(X[100:]))
+
+
+def test_auto_temperature_with_probability_averaging(data):
+    X, y, X_test = data
+    clf = _clf(average_logits=False).fit(X, y)
+    proba = clf.predict_proba(X_test)
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+    base = _clf(average_logits=False, softmax_temperature=0.9).fit(X, y).predict_proba(X_test)
+    sharpened = base ** (0.9 / clf.softmax_temperature_)
+    np.testing.assert_allclose(proba, sharpened / sharpened.sum(1, keepdims=True), atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "hot", None])
+def test_bad_temperature_is_a_clear_error(data, bad):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="softmax_temperature"):
+        _clf(softmax_temperature=bad).fit(X, y)
+
+
 def test_average_logits_is_moot_for_one_member(data):
     X, y, X_test = data
     a = _clf(n_estimators=1, average_logits=True).fit(X, y).predict_proba(X_test)

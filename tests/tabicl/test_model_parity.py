@@ -121,7 +121,7 @@ def test_classifier_matches_official_estimator(tmp_path):
     X, y = load_wine(return_X_y=True)
     X_train, y_train, X_test = X[::2], y[::2], X[1::2]
     kwargs = dict(n_estimators=6, norm_methods=["none", "power"], feat_shuffle_method="none", random_state=42,
-                  batch_size=8)
+                  batch_size=8, softmax_temperature=0.9)
     expected = official_sklearn.TabICLClassifier(
         model_path=path, device="cpu", allow_auto_download=False, **kwargs
     ).fit(X_train, y_train).predict_proba(X_test)
@@ -157,7 +157,7 @@ def test_members_see_their_drawn_column_order(tmp_path):
     torch.save({"config": SMALL, "state_dict": theirs.state_dict()}, path)
     X, y = load_wine(return_X_y=True)
     clf = TabICLClassifier(model_path=path, n_estimators=4, norm_methods=["none"], class_shift=False,
-                           random_state=0, device="cpu").fit(X[::2], y[::2])
+                           softmax_temperature=0.9, random_state=0, device="cpu").fit(X[::2], y[::2])
     X_test = clf.ensemble_.transform(clf.encoder_.transform(X[1::2]))["none"]
     X_train = clf.ensemble_.X_train_["none"]
     total = 0
