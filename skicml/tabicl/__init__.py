@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="97c508c63577af43fa8192021d75cf24cbee8176497497c45a7d106b88604789",
+    sha256="ee09e03e35ebcea4bd9777ab58d09267c7bfa923c041b60592cf9592a7eae577",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
