@@ -431,12 +431,16 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), context)
             logits = logits[0, :, :n_classes]
         else:
-            key = (method, tuple(permutation.tolist()))
-            R_train = self.member_rows_[key].to(R_test.device)
-            y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_test.device).unsqueeze(0)
-            R = torch.cat([R_train, R_test]).unsqueeze(0)
-            logits = model.logits_from_rows(R, y_member, self._model_temperature())[0]
+            logits = self._member_logits_in_context(model, index, slice(None), R_test)
         return self._member_output(model, logits, offset)
+
+    def _member_logits_in_context(self, model, index, context, R_query):
+        """Raw logits of member ``index`` for ``R_query`` against its training rows ``context``."""
+        method, permutation, _ = self.ensemble_.configs_[index]
+        R_train = self.member_rows_[(method, tuple(permutation.tolist()))].to(R_query.device)
+        y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_query.device)
+        rows = torch.cat([R_train[context], R_query]).unsqueeze(0)
+        return model.logits_from_rows(rows, y_member[context].unsqueeze(0), self._model_temperature())[0]
 
     def _member_output(self, model, logits, offset):
         """What members contribute to the average: logits or probabilities, offset undone."""
@@ -464,17 +468,15 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             return 1.0
         model = self.model_
         device = self._device()
+        splits = [(np.flatnonzero(folds == fold), torch.from_numpy(np.flatnonzero((folds != fold) & (folds != -2))))
+                  for fold in np.unique(folds[held])]
         total = np.zeros((len(held), len(self.classes_)))
         with torch.inference_mode():
             for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
                 R = self.member_rows_[(method, tuple(permutation.tolist()))]
-                y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(device)
-                for fold in np.unique(folds[held]):
-                    query = torch.from_numpy(np.flatnonzero(folds == fold)).to(device)
-                    context = torch.from_numpy(np.flatnonzero((folds != fold) & (folds != -2))).to(device)
-                    rows = torch.cat([R[context], R[query]]).unsqueeze(0)
-                    logits = model.logits_from_rows(rows, y_member[context].unsqueeze(0), self._model_temperature())[0]
-                    total[np.searchsorted(held, query.cpu().numpy())] += (
+                for query, context in splits:
+                    logits = self._member_logits_in_context(model, index, context.to(device), R[query])
+                    total[np.searchsorted(held, query)] += (
                         self._member_output(model, logits, offset).double().cpu().numpy())
         log_proba = self._log_proba(total / self.n_estimators_)
         target = y[held]
