@@ -141,9 +141,12 @@ class RowInteraction(nn.Module):
         if n_features is not None and not bool((n_features == H).all()):
             positions = torch.arange(self.num_cls + H, device=cells.device)
             padding = (positions.view(1, 1, -1) >= (n_features + self.num_cls).view(B, 1, 1)).expand(B, T, -1)
-        for block in self.tf_row.blocks:
+        *inner, last = self.tf_row.blocks
+        for block in inner:
             tokens = block(tokens, key_padding_mask=padding, rope=self.tf_row.rope)
-        return self.out_ln(tokens[:, :, : self.num_cls]).flatten(-2)
+        # only the CLS outputs of the last block are read: the cells need no queries there
+        cls = last(tokens[:, :, : self.num_cls], kv=tokens, key_padding_mask=padding, rope=self.tf_row.rope)
+        return self.out_ln(cls).flatten(-2)
 
 
 # --------------------------------------------------------------------------
@@ -183,18 +186,22 @@ class ICLearning(nn.Module):
         """Logits (B, n_test, max_classes) of the rows after the training rows."""
         n_train = y_train.shape[1]
         x = torch.cat([R[:, :n_train] + self.embed_labels(y_train), R[:, n_train:]], dim=1)
-        for block in self.tf_icl.blocks:
+        *inner, last = self.tf_icl.blocks
+        for block in inner:
             x = block(x, split=n_train)
-        return self.decoder(self.ln(x[:, n_train:]))
+        # the last block's outputs are read for test rows only: training rows need no queries there
+        x = last(x[:, n_train:], kv=x[:, :n_train])
+        return self.decoder(self.ln(x))
 
     # -- fit-time cache -------------------------------------------------------
     def context(self, R_train, y_train):
         """Per-block keys and values of the training rows."""
         x = R_train + self.embed_labels(y_train)
         cache = []
-        for block in self.tf_icl.blocks:
+        for i, block in enumerate(self.tf_icl.blocks):
             cache.append(block.context_key_value(x))
-            x = block(x)
+            if i + 1 < len(self.tf_icl.blocks):  # the last block's outputs for training rows are never read
+                x = block(x)
         return cache
 
     def forward_with_context(self, R_test, cache):
