@@ -125,6 +125,8 @@ def build_parser():
     parser.add_argument("--max-classes", type=int, default=10)
     parser.add_argument("--binary-prob", type=float, default=PriorConfig.binary_prob,
                         help="share of two-class tables (the rest draw K uniformly up to --max-classes)")
+    parser.add_argument("--categorical-prob", type=float, default=PriorConfig.categorical_prob,
+                        help="share of tables in which some columns become categorical codes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
@@ -156,7 +158,8 @@ def main(argv=None):
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     config = dict(PRESETS[args.preset], max_classes=args.max_classes)
     prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
-                               min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob)
+                               min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob,
+                               categorical_prob=args.categorical_prob)
     torch.manual_seed(args.seed)
     model = TabICLModel(**config)
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else (

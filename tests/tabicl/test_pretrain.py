@@ -89,6 +89,16 @@ def test_init_from_warm_starts_a_fresh_schedule(tmp_path):
                        "--init-from", str(tmp_path / "missing.pt")])
 
 
+
+def test_prior_flags_reach_the_recorded_prior(tmp_path):
+    out = tmp_path / "w.pt"
+    main(["--preset", "tiny", "--batch-size", "2", "--min-rows", "32", "--max-rows", "40", "--max-features", "5",
+          "--binary-prob", "0.3", "--categorical-prob", "0.7", "--eval-every", "0", "--quiet", "--steps", "1",
+          "--checkpoint", str(tmp_path / "run.ckpt"), "--export", str(out)])
+    prior = json.loads(_weights.load_weights(out)["provenance"]["prior"])
+    assert (prior["binary_prob"], prior["categorical_prob"], prior["max_features"]) == (0.3, 0.7, 5)
+
+
 WORKER = textwrap.dedent('''
     import json, os, sys
     import torch
