@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="ee09e03e35ebcea4bd9777ab58d09267c7bfa923c041b60592cf9592a7eae577",
+    sha256="019379feae7c1837ae956451f794cb46108759f9957f970760f3a8ca660ef27b",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
