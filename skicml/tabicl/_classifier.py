@@ -468,14 +468,15 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             return 1.0
         model = self.model_
         device = self._device()
-        splits = [(np.flatnonzero(folds == fold), torch.from_numpy(np.flatnonzero((folds != fold) & (folds != -2))))
+        splits = [(np.flatnonzero(folds == fold),
+                   torch.from_numpy(np.flatnonzero((folds != fold) & (folds != -2))).to(device))
                   for fold in np.unique(folds[held])]
         total = np.zeros((len(held), len(self.classes_)))
         with torch.inference_mode():
             for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
                 R = self.member_rows_[(method, tuple(permutation.tolist()))]
                 for query, context in splits:
-                    logits = self._member_logits_in_context(model, index, context.to(device), R[query])
+                    logits = self._member_logits_in_context(model, index, context, R[query])
                     total[np.searchsorted(held, query)] += (
                         self._member_output(model, logits, offset).double().cpu().numpy())
         log_proba = self._log_proba(total / self.n_estimators_)

@@ -197,12 +197,13 @@ class ICLearning(nn.Module):
     def context(self, R_train, y_train):
         """Per-block keys and values of the training rows."""
         x = R_train + self.embed_labels(y_train)
+        *inner, last = self.tf_icl.blocks
         cache = []
-        for i, block in enumerate(self.tf_icl.blocks):
+        for block in inner:
             cache.append(block.context_key_value(x))
-            if i + 1 < len(self.tf_icl.blocks):  # the last block's outputs for training rows are never read
-                x = block(x)
-        return cache
+            x = block(x)
+        # the last block's outputs for training rows are never read: only its keys and values
+        return cache + [last.context_key_value(x)]
 
     def forward_with_context(self, R_test, cache):
         x = R_test

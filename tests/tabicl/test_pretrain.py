@@ -89,7 +89,6 @@ def test_init_from_warm_starts_a_fresh_schedule(tmp_path):
                        "--init-from", str(tmp_path / "missing.pt")])
 
 
-
 def test_prior_flags_reach_the_recorded_prior(tmp_path):
     out = tmp_path / "w.pt"
     main(["--preset", "tiny", "--batch-size", "2", "--min-rows", "32", "--max-rows", "40", "--max-features", "5",
