@@ -17,6 +17,19 @@ from torch import nn
 __all__ = ["InducedSelfAttentionBlock", "MultiheadAttentionBlock", "PackedMultiheadAttention"]
 
 
+#: Key counts up to which attention is two batched matmuls rather than SDPA:
+#: for the many tiny problems of per-row and inducing-point attention (24 or
+#: 16 keys), the fused kernels' per-problem overhead makes them 2-6x slower.
+_SHORT_KEYS = 64
+
+
+def _short_attention(q, k, v, mask=None):
+    scores = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if mask is not None:
+        scores = scores + mask
+    return torch.matmul(scores.softmax(-1), v)
+
+
 class PackedMultiheadAttention(nn.Module):
     """Multi-head attention with one packed QKV projection.
 
@@ -55,7 +68,18 @@ class PackedMultiheadAttention(nn.Module):
 
     def attend(self, q, k, v, mask=None):
         """Attention of projected heads; returns the output projection."""
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if k.shape[-2] <= _SHORT_KEYS:
+            out = _short_attention(q, k, v, mask)
+        else:
+            lead = q.shape[:-3]
+            if len(lead) > 1:
+                # SDPA's fused CPU kernels take only 4-D inputs; 5-D falls back to the unfused math path
+                if mask is not None:
+                    mask = mask.expand(*lead, *mask.shape[-3:]).flatten(0, len(lead) - 1)
+                q, k, v = (t.flatten(0, len(lead) - 1) for t in (q, k, v))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if len(lead) > 1:
+                out = out.unflatten(0, lead)
         return self.out_proj(self._merge(out))
 
     def forward(self, query, key, value, key_padding_mask=None, split=None, rope=None):

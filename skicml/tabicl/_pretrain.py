@@ -47,9 +47,19 @@ PRESETS = {
 def prior_loss(model, batch):
     """Cross-entropy of the test rows over all ``max_classes`` logits."""
     n_train = batch["n_train"]
-    y = batch["y"]
-    logits = model(batch["X"], y[:, :n_train], n_features=batch["n_features"])
-    return F.cross_entropy(logits.flatten(0, 1).float(), y[:, n_train:].flatten())
+    X, y, n_features = batch["X"], batch["y"], batch["n_features"]
+    # Tables are zero-padded to the prior's width, under a mask in the row
+    # stage. Running the tables of each width on their own columns only is
+    # exact and skips that padding (the prior draws widths per group of
+    # tables, so a batch holds a few distinct widths).
+    total = 0.0
+    for width in torch.unique(n_features).tolist():
+        rows = (n_features == width).nonzero().squeeze(1)
+        y_part = y.index_select(0, rows)
+        logits = model(X.index_select(0, rows)[..., :width], y_part[:, :n_train])
+        total = total + F.cross_entropy(logits.flatten(0, 1).float(), y_part[:, n_train:].flatten(),
+                                        reduction="sum")
+    return total / (y.shape[0] * (y.shape[1] - n_train))
 
 
 class _PriorSource:

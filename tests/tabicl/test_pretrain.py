@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from skicml import _weights
 from skicml.tabicl._model import TabICLModel
@@ -42,6 +43,25 @@ def test_short_pretraining_beats_uniform_guessing():
     uniform_over_present = float(torch.log(held_out["n_classes"].float()).mean())
     assert after < before
     assert after < uniform_over_present
+
+
+def test_prior_loss_drops_shared_padding_exactly():
+    # A batch whose tables are all narrower than the padded width: the loss
+    # must equal the loss over the full padded width (masked columns).
+    torch.manual_seed(0)
+    model = TabICLModel(**PRESETS["tiny"])
+    for layer in model.modules():  # the zero-initialised projections would hide the padding
+        if isinstance(layer, torch.nn.Linear):
+            torch.nn.init.normal_(layer.weight, std=0.3)
+    batch = TabularPrior(PriorConfig(max_features=12, min_rows=32, max_rows=48), seed=3).sample(4)
+    batch["n_features"] = batch["n_features"].clamp(max=5)
+    batch["X"][..., 5:] = 0.0
+    wide = {**batch, "X": F.pad(batch["X"], (0, 20))}
+    with torch.no_grad():
+        n_train = batch["n_train"]
+        padded = model(wide["X"], batch["y"][:, :n_train], n_features=batch["n_features"])
+        expected = F.cross_entropy(padded.flatten(0, 1), batch["y"][:, n_train:].flatten())
+        assert float(prior_loss(model, wide)) == pytest.approx(float(expected), abs=1e-5)
 
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
