@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="019379feae7c1837ae956451f794cb46108759f9957f970760f3a8ca660ef27b",
+    sha256="9d34b2f9880b2aa67e6f5778067e33bcf5b346e1222203038c37d4af55727b17",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
