@@ -133,6 +133,9 @@ def build_parser():
     parser.add_argument("--max-rows", type=int, default=256)
     parser.add_argument("--max-features", type=int, default=24)
     parser.add_argument("--max-classes", type=int, default=10)
+    parser.add_argument("--row-blocks", type=int, default=None,
+                        help="row-interaction blocks (default: the preset's); --init-from weights with fewer "
+                             "blocks fill the last ones and the new first blocks start as the identity")
     parser.add_argument("--binary-prob", type=float, default=PriorConfig.binary_prob,
                         help="share of two-class tables (the rest draw K uniformly up to --max-classes)")
     parser.add_argument("--categorical-prob", type=float, default=PriorConfig.categorical_prob,
@@ -167,6 +170,8 @@ def main(argv=None):
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     config = dict(PRESETS[args.preset], max_classes=args.max_classes)
+    if args.row_blocks is not None:
+        config["row_num_blocks"] = args.row_blocks
     prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
                                min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob,
                                categorical_prob=args.categorical_prob)
@@ -182,7 +187,7 @@ def main(argv=None):
         _export(args, model, history, prior_config, argv)
         return 0
     if args.init_from and not os.path.exists(args.checkpoint):
-        model.load_state_dict(_load_model_state(args.init_from))
+        load_deepening_rows(model, _load_model_state(args.init_from))
     history = pretrain(
         model, source, prior_loss, steps=args.steps, lr=args.lr, warmup_fraction=args.warmup, grad_clip=1.0,
         device=device, checkpoint_path=args.checkpoint, checkpoint_every=args.checkpoint_every,
@@ -196,6 +201,38 @@ def main(argv=None):
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def load_deepening_rows(model, state):
+    """Load ``state`` into ``model``, which may have more row-interaction blocks.
+
+    The given blocks become the model's *last* ones and the extra first blocks
+    keep their fresh initialisation, which is the identity (zero output
+    projections). The last block is the one that pools the cells into the CLS
+    tokens, so it must stay last; with identity blocks before it the deepened
+    model computes exactly what ``state`` did, and training starts from there.
+    """
+    prefix = "row_interactor.tf_row.blocks."
+
+    def index(key):
+        return int(key[len(prefix):].split(".", 1)[0])
+
+    have = len(model.row_interactor.tf_row.blocks)
+    given = 1 + max((index(k) for k in state if k.startswith(prefix)), default=-1)
+    if given > have:
+        raise ValueError(f"The weights have {given} row blocks and the model {have}: a model can only be deepened.")
+    shift = have - given
+    if not shift:
+        model.load_state_dict(state)
+        return model
+    moved = {(f"{prefix}{index(k) + shift}.{k.split('.', 4)[4]}" if k.startswith(prefix) else k): v
+             for k, v in state.items()}
+    missing, unexpected = model.load_state_dict(moved, strict=False)
+    new = tuple(f"{prefix}{i}." for i in range(shift))
+    wrong = [k for k in missing if not k.startswith(new)] + list(unexpected)
+    if wrong:
+        raise ValueError(f"The weights do not match the model beyond its row blocks: {wrong[:5]}")
+    return model
 
 
 def _load_model_state(path):
@@ -218,7 +255,7 @@ def _export(args, model, history, prior_config, argv):
         "preset": args.preset, "steps": history["step"], "steps_planned": args.steps,
         "tables_seen": history["items"], "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
         "prior": json.dumps(dataclasses.asdict(prior_config)), "train_seconds": round(history["seconds"], 1),
-        "final_prior_loss": round(float(np.mean(history["loss"][-200:])), 4),
+        "final_prior_loss": round(float(np.mean(history["loss"][-200:])), 4) if history["loss"] else None,
         **{k: round(v, 4) for k, v in final.items()},
     }
     digest = save_weights(args.export, model.state_dict(), model.config, provenance)

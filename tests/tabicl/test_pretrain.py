@@ -109,6 +109,35 @@ def test_init_from_warm_starts_a_fresh_schedule(tmp_path):
                        "--init-from", str(tmp_path / "missing.pt")])
 
 
+def test_row_blocks_deepen_a_model_without_changing_its_predictions(tmp_path):
+    from skicml.tabicl._pretrain import load_deepening_rows
+
+    torch.manual_seed(0)
+    shallow = TabICLModel(**PRESETS["tiny"])
+    for p in shallow.parameters():  # trained-looking weights: no zero output projections
+        torch.nn.init.normal_(p, std=0.2)
+    deep = load_deepening_rows(TabICLModel(**dict(PRESETS["tiny"], row_num_blocks=3)), shallow.state_dict())
+    X, y = torch.randn(2, 30, 4), torch.randint(0, 3, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(deep(X, y), shallow(X, y))
+    torch.testing.assert_close(deep.row_interactor.tf_row.blocks[2].linear1.weight,
+                               shallow.row_interactor.tf_row.blocks[0].linear1.weight)
+    with pytest.raises(ValueError, match="can only be deepened"):
+        load_deepening_rows(TabICLModel(**PRESETS["tiny"]), deep.state_dict())
+    # the CLI: --row-blocks with --init-from records the deeper architecture
+    source, out = tmp_path / "shallow.ckpt", tmp_path / "deep.pt"
+    torch.save({"model": shallow.state_dict()}, source)
+    main(["--preset", "tiny", "--row-blocks", "2", "--init-from", str(source), "--steps", "0", "--batch-size", "2",
+          "--min-rows", "32", "--max-rows", "40", "--max-features", "5", "--eval-every", "0", "--quiet",
+          "--checkpoint", str(tmp_path / "deep.ckpt"), "--export", str(out)])
+    payload = _weights.load_weights(out)
+    assert payload["config"]["row_num_blocks"] == 2
+    exported = TabICLModel(**payload["config"])
+    exported.load_state_dict(payload["state_dict"])
+    with torch.no_grad():
+        torch.testing.assert_close(exported(X, y), shallow(X, y), atol=1e-3, rtol=1e-3)
+
+
 def test_prior_flags_reach_the_recorded_prior(tmp_path):
     out = tmp_path / "w.pt"
     main(["--preset", "tiny", "--batch-size", "2", "--min-rows", "32", "--max-rows", "40", "--max-features", "5",
