@@ -16,6 +16,6 @@ register_weights(
     "tabicl-small",
     "skicml.tabicl",
     "_weights/tabicl_small.pt",
-    sha256="9d34b2f9880b2aa67e6f5778067e33bcf5b346e1222203038c37d4af55727b17",
+    sha256="b825cb6a3791b9b19edc1957a35cc6cbf167801e29bf4bf885a1a95192fc7388",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
 )
