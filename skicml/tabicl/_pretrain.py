@@ -214,19 +214,24 @@ def load_deepening_rows(model, state):
     """
     prefix = "row_interactor.tf_row.blocks."
 
-    def index(key):
-        return int(key[len(prefix):].split(".", 1)[0])
+    def split(key):  # "<prefix>3.attn.out_proj.weight" -> (3, "attn.out_proj.weight")
+        index, rest = key[len(prefix):].split(".", 1)
+        return int(index), rest
 
     have = len(model.row_interactor.tf_row.blocks)
-    given = 1 + max((index(k) for k in state if k.startswith(prefix)), default=-1)
+    given = 1 + max((split(k)[0] for k in state if k.startswith(prefix)), default=-1)
     if given > have:
         raise ValueError(f"The weights have {given} row blocks and the model {have}: a model can only be deepened.")
     shift = have - given
     if not shift:
         model.load_state_dict(state)
         return model
-    moved = {(f"{prefix}{index(k) + shift}.{k.split('.', 4)[4]}" if k.startswith(prefix) else k): v
-             for k, v in state.items()}
+    moved = {}
+    for key, value in state.items():
+        if key.startswith(prefix):
+            index, rest = split(key)
+            key = f"{prefix}{index + shift}.{rest}"
+        moved[key] = value
     missing, unexpected = model.load_state_dict(moved, strict=False)
     new = tuple(f"{prefix}{i}." for i in range(shift))
     wrong = [k for k in missing if not k.startswith(new)] + list(unexpected)
