@@ -6,10 +6,12 @@ settings and 2 CPU threads, on a synthetic 20-feature table. Each
 measurement runs in its own process so that its peak memory (RSS) is
 measured too. Also timed: five more predict calls on the same fit (what
 cross-validation, grid searches and serving do), where skicml reuses the
-training context cached at fit. Both use the paper's softmax temperature
-0.9, so they do the same work; ``--with-auto`` adds a row for skicml's
-default ``softmax_temperature="auto"``, whose held-out calibration adds
-in-context passes at fit.
+training context cached at fit. Both run the paper's inference (softmax
+temperature 0.9, every member on the raw columns), so they do the same
+work; ``--with-auto`` adds a row for skicml's defaults
+(``softmax_temperature="auto"``, whose held-out calibration adds in-context
+passes at fit, and ``pca_components=16``, whose principal-view members read
+16 instead of 20 columns).
 
     pip install --no-deps tabicl==0.1.4
     python benchmarks/bench_tabicl_speed.py --sizes 1000 10000 50000 --n-test 1000
@@ -42,8 +44,10 @@ def measure(implementation, n_train, n_test, n_estimators, threads, checkpoint):
     else:
         from skicml import TabICLClassifier
 
-        temperature = "auto" if implementation == "skicml-auto" else 0.9
-        clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=temperature, **kwargs)
+        if implementation == "skicml-auto":  # skicml's defaults
+            clf = TabICLClassifier(model_path=checkpoint, **kwargs)
+        else:  # the paper's inference: fixed temperature, raw columns only
+            clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=0.9, pca_components=None, **kwargs)
     start = time.perf_counter()
     clf.fit(X_train, y_train)
     proba = clf.predict_proba(X_test)

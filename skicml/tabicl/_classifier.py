@@ -177,6 +177,12 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         return tags
 
 
+def _categorical_columns(encoder):
+    """Which output columns of a fitted :class:`TransformToNumerical` hold category codes."""
+    kinds = np.asarray(encoder.column_kinds_, dtype=object)[encoder.column_order_]
+    return kinds == "categorical"
+
+
 class TabICLClassifier(ClassifierMixin, _TabICLBase):
     """TabICL: in-context learning of tabular classification with a pretrained transformer.
 
@@ -225,6 +231,16 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     max_context : int or None, default=None
         Keep at most this many training rows (stratified subsample drawn
         with ``random_state``) as the in-context table.
+    pca_components : int or None, default=16
+        Every other group of members sees, instead of the raw columns, the
+        table's leading ``pca_components`` principal components (categorical
+        columns one-hot encoded, numeric ones standardised; all components
+        when there are fewer columns). This second view is skicml's addition:
+        the shipped small network reads a few decorrelated columns far better
+        than many correlated ones, and averaging both views lowered the log
+        loss on every benchmark table with more than twelve columns (see
+        :ref:`performance`). ``None`` gives the paper's ensemble, where every
+        member sees the raw columns.
     inference_precision : {"float32", "float64"}, default="float32"
         Precision of the network at ``fit`` and ``predict``. A row's
         probabilities do not depend on the other rows predicted with it up to
@@ -277,8 +293,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
 
     def __init__(self, n_estimators=8, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
                  outlier_threshold=4.0, softmax_temperature="auto", average_logits=True, use_hierarchical=True,
-                 batch_size=8, max_context=None, inference_precision="float32", cache="auto", model_path=None,
-                 device="auto", random_state=None, n_jobs=None, verbose=0):
+                 batch_size=8, max_context=None, pca_components=16, inference_precision="float32", cache="auto",
+                 model_path=None, device="auto", random_state=None, n_jobs=None, verbose=0):
         self.n_estimators = n_estimators
         self.norm_methods = norm_methods
         self.feat_shuffle_method = feat_shuffle_method
@@ -289,6 +305,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         self.use_hierarchical = use_hierarchical
         self.batch_size = batch_size
         self.max_context = max_context
+        self.pca_components = pca_components
         self.inference_precision = inference_precision
         self.cache = cache
         self.model_path = model_path
@@ -372,6 +389,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                 n_estimators=self.n_estimators, norm_methods=self.norm_methods,
                 feat_shuffle_method=self.feat_shuffle_method, class_shift=self.class_shift,
                 outlier_threshold=self.outlier_threshold, random_state=seed,
+                pca_components=self.pca_components, categorical_features=_categorical_columns(self.encoder_),
             ).fit(X_num, y_encoded)
             self.n_estimators_ = self.ensemble_.n_estimators_
             self.class_prior_ = np.bincount(y_encoded, minlength=n_classes) / len(y_encoded)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.datasets import load_iris, make_blobs, make_classification
+from sklearn.datasets import load_iris, load_wine, make_blobs, make_classification
 
 from skicml import TabICLClassifier
 from skicml.tabicl import TabICLEmbedder, TabICLModel
@@ -236,8 +236,31 @@ def test_max_context_subsamples_stratified():
 
 def test_more_members_than_configurations():
     X, y = load_iris(return_X_y=True)
-    clf = _clf(n_estimators=100).fit(X, y)
+    clf = _clf(n_estimators=100, pca_components=None).fit(X, y)
     assert clf.n_estimators_ == 4 * 3 * 2  # column orders x class offsets x methods
+    clf = _clf(n_estimators=100).fit(X, y)
+    assert clf.n_estimators_ == 4 * 3 * 2 * 2  # ... x views (raw columns, principal components)
+
+
+def test_principal_view_members_alternate_with_raw_ones():
+    X, y = load_wine(return_X_y=True)
+    clf = _clf(n_estimators=8, pca_components=5).fit(X, y)
+    keys = [method for method, _, _ in clf.ensemble_.configs_]
+    assert keys == ["none", "power", "pca:none", "pca:power"] * 2
+    assert clf.ensemble_.X_train_["pca:power"].shape == (len(y), 5)
+    assert clf.ensemble_.X_train_["power"].shape == (len(y), X.shape[1])
+    assert all(len(perm) == 5 for method, perm, _ in clf.ensemble_.configs_ if method.startswith("pca:"))
+    # the principal view changes the predictions, and None is the paper's ensemble
+    paper = _clf(n_estimators=8, pca_components=None).fit(X, y)
+    assert all(not method.startswith("pca:") for method, _, _ in paper.ensemble_.configs_)
+    assert not np.allclose(clf.predict_proba(X[:20]), paper.predict_proba(X[:20]))
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "all"])
+def test_bad_pca_components_is_a_clear_error(bad):
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="pca_components must be a positive integer or None"):
+        _clf(pca_components=bad).fit(X, y)
 
 
 def test_thread_count_restored_after_error(data):

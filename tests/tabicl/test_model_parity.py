@@ -125,7 +125,8 @@ def test_classifier_matches_official_estimator(tmp_path):
     expected = official_sklearn.TabICLClassifier(
         model_path=path, device="cpu", allow_auto_download=False, **kwargs
     ).fit(X_train, y_train).predict_proba(X_test)
-    got = TabICLClassifier(model_path=path, device="cpu", **kwargs).fit(X_train, y_train).predict_proba(X_test)
+    got = TabICLClassifier(model_path=path, device="cpu", pca_components=None, **kwargs).fit(
+        X_train, y_train).predict_proba(X_test)
     np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
@@ -158,11 +159,13 @@ def test_members_see_their_drawn_column_order(tmp_path):
     X, y = load_wine(return_X_y=True)
     clf = TabICLClassifier(model_path=path, n_estimators=4, norm_methods=["none"], class_shift=False,
                            softmax_temperature=0.9, random_state=0, device="cpu").fit(X[::2], y[::2])
-    X_test = clf.ensemble_.transform(clf.encoder_.transform(X[1::2]))["none"]
-    X_train = clf.ensemble_.X_train_["none"]
+    X_test = clf.ensemble_.transform(clf.encoder_.transform(X[1::2]))
+    assert [method for method, _, _ in clf.ensemble_.configs_] == ["none", "pca:none"] * 2
     total = 0
     for method, permutation, offset in clf.ensemble_.configs_:
-        table = torch.from_numpy(np.vstack([X_train, X_test])[:, permutation]).unsqueeze(0)
+        # each member reads its own view: the raw columns or the principal components
+        table = torch.from_numpy(np.vstack([clf.ensemble_.X_train_[method], X_test[method]])[:, permutation])
+        table = table.unsqueeze(0)
         with torch.no_grad():
             total = total + theirs(table, torch.from_numpy(clf.ensemble_.y_train_).float().unsqueeze(0))[0]
     expected = torch.softmax(total / len(clf.ensemble_.configs_) / 0.9, -1).double().numpy()

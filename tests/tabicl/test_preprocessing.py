@@ -18,6 +18,7 @@ from skicml.tabicl._preprocessing import (
     EnsembleGenerator,
     OutlierRemover,
     PreprocessingPipeline,
+    PrincipalProjection,
     RTDLQuantileTransformer,
     TransformToNumerical,
     UniqueFeatureFilter,
@@ -421,7 +422,7 @@ def test_ensemble_rejects_bad_parameters():
 # --------------------------------------------------------------------------
 @parametrize_with_checks([
     TransformToNumerical(), UniqueFeatureFilter(), CustomStandardScaler(), OutlierRemover(),
-    PreprocessingPipeline(), RTDLQuantileTransformer(random_state=0),
+    PreprocessingPipeline(), RTDLQuantileTransformer(random_state=0), PrincipalProjection(n_components=3),
 ])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
@@ -490,3 +491,57 @@ def test_parity_with_official_tabicl():
         warnings.simplefilter("ignore")
         theirs = official.TransformToNumerical().fit(df).transform(test)
     assert_array_equal(TransformToNumerical().fit(df).transform(test), theirs)
+
+
+# --------------------------------------------------------------------------
+# PrincipalProjection and the principal view of the ensemble
+# --------------------------------------------------------------------------
+def test_principal_projection_one_hot_encodes_categories():
+    rng = np.random.default_rng(0)
+    codes = rng.integers(-1, 3, size=(80, 1)).astype(float)  # -1 is the missing category
+    X = np.c_[codes, rng.normal(size=(80, 2))]
+    proj = PrincipalProjection(n_components=10, categorical_features=[True, False, False]).fit(X)
+    assert proj.encoder_.categories_[0].tolist() == [-1, 0, 1, 2]
+    # 4 one-hot columns + 2 numeric ones, one direction lost to the one-hot sum
+    assert proj.n_components_ == 5
+    Z = proj.transform(X)
+    assert Z.shape == (80, 5)
+    assert_allclose(Z.mean(0), 0, atol=1e-12)
+    assert np.all(np.diff(Z.var(0)) <= 1e-12)  # leading components first
+    # an unseen category code is encoded as all zeros, not an error
+    assert np.isfinite(proj.transform(np.array([[7.0, 0.0, 0.0]]))).all()
+
+
+def test_principal_projection_of_a_constant_table_is_empty():
+    proj = PrincipalProjection(n_components=4).fit(np.ones((10, 3)))
+    assert proj.n_components_ == 0 and proj.transform(np.ones((2, 3))).shape == (2, 0)
+
+
+def test_ensemble_principal_view_layout():
+    X, y = _iris_like()
+    X = np.c_[X, np.ones(len(X))]  # filtered before the projection
+    X_test = np.random.default_rng(5).normal(size=(7, 5))
+    gen = EnsembleGenerator(n_estimators=8, random_state=0, pca_components=3).fit(X, y)
+    assert [m for m, _, _ in gen.configs_] == ["none", "power", "pca:none", "pca:power"] * 2
+    assert list(gen.X_train_) == ["none", "power", "pca:none", "pca:power"]
+    assert gen.X_train_["pca:none"].shape == (60, 3) and gen.shuffle_patterns_["pca:none"].shape == (2, 3)
+    out = gen.transform(X_test)
+    assert list(out) == list(gen.X_train_)
+    expected = gen.preprocessors_["pca:power"].transform(gen.projection_.transform(X_test[:, :4]))
+    assert_array_equal(out["pca:power"], expected.astype(np.float32))
+    # the raw members are the official draw, the principal view only adds members
+    raw = EnsembleGenerator(n_estimators=4, random_state=0).fit(X, y)
+    raw_members = [c for c in gen.configs_ if not c[0].startswith("pca:")]
+    for a, b in zip(raw.configs_, raw_members):
+        assert a[0] == b[0] and a[2] == b[2] and np.array_equal(a[1], b[1])
+
+
+def test_ensemble_principal_view_needs_a_varying_column():
+    gen = EnsembleGenerator(n_estimators=8, random_state=0, pca_components=4).fit(np.ones((6, 3)), [0, 1, 2] * 2)
+    assert gen.projection_ is None and all(not m.startswith("pca:") for m, _, _ in gen.configs_)
+
+
+def test_ensemble_rejects_mismatched_categorical_mask():
+    X, y = _iris_like()
+    with pytest.raises(ValueError, match="categorical_features has 2 entries for 4 columns"):
+        EnsembleGenerator(pca_components=2, categorical_features=[True, False]).fit(X, y)
