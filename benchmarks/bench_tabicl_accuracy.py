@@ -179,7 +179,7 @@ def main():
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--max-test", type=int, default=1000)
     parser.add_argument("--max-classes", type=int, default=None)
-    parser.add_argument("--n-estimators", type=int, default=8)
+    parser.add_argument("--n-estimators", type=int, default=16)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--datasets", nargs="*", default=None, help="only these dataset names")
     parser.add_argument("--out", default=None, help="also write all rows as JSON here")
