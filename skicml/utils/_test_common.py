@@ -35,8 +35,9 @@ CLIP_TEST_CONFIG = {
 TEST_PARAMS = {
     "_TinyMLPClassifier": dict(max_epochs=40, random_state=0, device="cpu"),
     # float64 so that scikit-learn's batch-invariance checks (1e-7) hold; the
-    # float32 default is tested to 1e-6 in tests/tabicl.
-    "TabICLClassifier": dict(n_estimators=2, inference_precision="float64", random_state=0, device="cpu"),
+    # float32 default is tested to 1e-6 in tests/tabicl. Four members: two on
+    # the raw columns, two on the principal-component view.
+    "TabICLClassifier": dict(n_estimators=4, inference_precision="float64", random_state=0, device="cpu"),
     "TabICLEmbedder": dict(n_estimators=2, random_state=0, device="cpu"),
     # float64 for the same batch-invariance checks; the float32 default is
     # tested in tests/wearable.
