@@ -67,6 +67,8 @@ __all__ = [
 NORM_METHODS = ("none", "power", "quantile", "quantile_rtdl", "robust")
 #: Column-permutation strategies understood by :func:`feature_permutations`.
 SHUFFLE_METHODS = ("none", "shift", "random", "latin")
+#: Key prefix of the ensemble members that see the principal-component view.
+PCA_VIEW = "pca:"
 
 
 # --------------------------------------------------------------------------
@@ -1283,7 +1285,7 @@ class EnsembleGenerator(BaseEstimator):
         self.projection_ = self._fit_projection(X)
         if self.projection_ is not None:
             X_pca = self.projection_.transform(X)
-            views["pca:"] = (X_pca, feature_permutations(X_pca.shape[1], self.feat_shuffle_method,
+            views[PCA_VIEW] = (X_pca, feature_permutations(X_pca.shape[1], self.feat_shuffle_method,
                                                          self.n_estimators, self.seed_))
 
         # official _generate_ensemble: its own Random for the class offsets and the
@@ -1304,7 +1306,7 @@ class EnsembleGenerator(BaseEstimator):
         n_members = min(self.n_estimators, len(pairs) * len(methods) * len(prefixes))
         self.configs_ = []
         for t in range(n_members):
-            view_index, group = divmod(t // len(methods), len(prefixes))[::-1]
+            group, view_index = divmod(t // len(methods), len(prefixes))
             pattern_index, offset_index = divmod(pairs[group % len(pairs)], len(offsets))
             prefix = prefixes[view_index]
             view_patterns = views[prefix][1]
@@ -1332,7 +1334,7 @@ class EnsembleGenerator(BaseEstimator):
         self.preprocessors_ = OrderedDict()
         self.X_train_ = OrderedDict()
         for key in self.members_by_method_:
-            prefix = "pca:" if key.startswith("pca:") else ""
+            prefix = PCA_VIEW if key.startswith(PCA_VIEW) else ""
             X_view = views[prefix][0]
             method = key[len(prefix):]
             if X_view.shape[1] == 0:  # every column constant: nothing to preprocess
@@ -1383,7 +1385,7 @@ class EnsembleGenerator(BaseEstimator):
         X_pca = None if self.projection_ is None else self.projection_.transform(X)
         out = OrderedDict()
         for key, pipeline in self.preprocessors_.items():
-            X_view = X_pca if key.startswith("pca:") else X
+            X_view = X_pca if key.startswith(PCA_VIEW) else X
             if pipeline is None:  # no column left after the constant-column filter
                 out[key] = np.zeros((X.shape[0], 0), dtype=np.float32)
             else:
