@@ -4,7 +4,9 @@ Both run the same network with the same weights (the shipped model, loaded
 into the official module from the same checkpoint file), the same ensemble
 settings and 2 CPU threads, on a synthetic 20-feature table. Each
 measurement runs in its own process so that its peak memory (RSS) is
-measured too. Also timed: five more predict calls on the same fit (what
+measured too; each implementation runs ``--repeats`` times (interleaved
+with the others) and the median is reported, since one run on a shared
+machine is noisy. Also timed: five more predict calls on the same fit (what
 cross-validation, grid searches and serving do), where skicml reuses the
 training context cached at fit. Both run the paper's inference (softmax
 temperature 0.9, every member on the raw columns), so they do the same
@@ -62,12 +64,26 @@ def measure(implementation, n_train, n_test, n_estimators, threads, checkpoint):
                 accuracy=accuracy, peak_rss_mb=peak_mb)
 
 
+def _median_run(runs):
+    """The run of median fit+predict time, with the median of each timing."""
+    import statistics
+
+    row = dict(sorted(runs, key=lambda run: run["fit_predict_s"])[(len(runs) - 1) // 2])
+    for key in ("fit_predict_s", "predict_again_s"):
+        row[key] = statistics.median(run[key] for run in runs)
+    row["peak_rss_mb"] = max(run["peak_rss_mb"] for run in runs)
+    row["runs"] = len(runs)
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
     parser.add_argument("--n-test", type=int, default=1000)
     parser.add_argument("--n-estimators", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="fresh-process runs of each implementation, interleaved; the median is reported")
     parser.add_argument("--skip-official-above", type=int, default=None,
                         help="only run skicml above this many training rows")
     parser.add_argument("--with-auto", action="store_true",
@@ -91,21 +107,30 @@ def main():
         torch.save({"config": payload["config"], "state_dict": payload["state_dict"]}, checkpoint)
         rows = []
         for n_train in args.sizes:
-            for implementation in ("skicml", "skicml-auto", "official"):
-                if implementation == "skicml-auto" and not args.with_auto:
-                    continue
-                if implementation == "official" and args.skip_official_above and n_train > args.skip_official_above:
-                    continue
-                out = subprocess.run(
-                    [sys.executable, __file__, "--_one", implementation, str(n_train), "--_checkpoint", checkpoint,
-                     "--n-test", str(args.n_test), "--n-estimators", str(args.n_estimators),
-                     "--threads", str(args.threads)], capture_output=True, text=True)
-                if out.returncode:
-                    print(out.stderr[-2000:])
-                    continue
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                print(rows[-1], flush=True)
-    print(f"\n{args.n_estimators} members, {args.n_test} test rows, 20 features, {args.threads} threads")
+            implementations = [
+                name for name in ("skicml", "skicml-auto", "official")
+                if not (name == "skicml-auto" and not args.with_auto)
+                and not (name == "official" and args.skip_official_above and n_train > args.skip_official_above)
+            ]
+            runs = {name: [] for name in implementations}
+            # Interleaved so that a slow spell of a shared machine hits every
+            # implementation alike; the median drops a cold first run.
+            for _ in range(args.repeats):
+                for implementation in implementations:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--_one", implementation, str(n_train), "--_checkpoint",
+                         checkpoint, "--n-test", str(args.n_test), "--n-estimators", str(args.n_estimators),
+                         "--threads", str(args.threads)], capture_output=True, text=True)
+                    if out.returncode:
+                        print(out.stderr[-2000:])
+                        continue
+                    runs[implementation].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                    print(runs[implementation][-1], flush=True)
+            for implementation in implementations:
+                if runs[implementation]:
+                    rows.append(_median_run(runs[implementation]))
+    print(f"\n{args.n_estimators} members, {args.n_test} test rows, 20 features, {args.threads} threads, "
+          f"median of {args.repeats} fresh-process runs")
     header = (f"{'n_train':>8} {'impl':>11} {'fit+predict s':>14} {'predict again s':>16} {'accuracy':>9} "
               f"{'peak RSS MB':>12} {'speed-up':>9} {'again speed-up':>15}")
     print(header)
