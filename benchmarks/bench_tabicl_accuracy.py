@@ -65,7 +65,7 @@ def _categorical(X):
     return [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
 
 
-def make_methods(n_estimators, model_path=None, temperature="auto"):
+def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16):
     from skicml import TabICLClassifier
 
     def logistic(X):
@@ -90,14 +90,16 @@ def make_methods(n_estimators, model_path=None, temperature="auto"):
 
     return {
         "TabICL": lambda X: TabICLClassifier(n_estimators=n_estimators, model_path=model_path, random_state=0,
-                                             softmax_temperature=temperature, device="cpu"),
+                                             softmax_temperature=temperature, pca_components=pca_components,
+                                             device="cpu"),
         "LogisticRegression": logistic,
         "HistGradientBoosting": ordinal(lambda: HistGradientBoostingClassifier(random_state=0)),
         "RandomForest": ordinal(lambda: RandomForestClassifier(n_estimators=300, random_state=0, n_jobs=1)),
     }
 
 
-def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, temperature="auto"):
+def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, temperature="auto",
+             pca_components=16):
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -110,7 +112,7 @@ def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_p
     labels = np.unique(y_train)
     keep = np.isin(y_test, labels)
     X_test, y_test = X_test[keep], y_test[keep]
-    for method, build in make_methods(n_estimators, model_path, temperature).items():
+    for method, build in make_methods(n_estimators, model_path, temperature, pca_components).items():
         start = time.perf_counter()
         model = build(X_train).fit(X_train, y_train)
         proba = model.predict_proba(X_test)
@@ -179,14 +181,17 @@ def main():
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--max-test", type=int, default=1000)
     parser.add_argument("--max-classes", type=int, default=None)
-    parser.add_argument("--n-estimators", type=int, default=16)
+    parser.add_argument("--n-estimators", type=int, default=32)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--datasets", nargs="*", default=None, help="only these dataset names")
     parser.add_argument("--out", default=None, help="also write all rows as JSON here")
     parser.add_argument("--model-path", default=None, help="a TabICL weights file to measure instead of the shipped one")
     parser.add_argument("--softmax-temperature", default="auto",
                         help="TabICL's softmax_temperature: 'auto' (the default) or a number such as the paper's 0.9")
+    parser.add_argument("--pca-components", default="16",
+                        help="TabICL's pca_components: a number (16 is the default) or 'none' for the paper's ensemble")
     args = parser.parse_args()
+    pca_components = None if args.pca_components.lower() == "none" else int(args.pca_components)
     temperature = args.softmax_temperature if args.softmax_temperature == "auto" else float(args.softmax_temperature)
     datasets = load_datasets(args.max_classes)
     if args.datasets:
@@ -196,7 +201,7 @@ def main():
     print("model:", json.dumps(load_tabicl_model(args.model_path)[1], default=str))
     start = time.perf_counter()
     results = Parallel(n_jobs=args.n_jobs, verbose=0)(
-        delayed(evaluate)(*job, args.n_estimators, args.model_path, temperature) for job in jobs(datasets, args.sizes, args.splits, args.max_test)
+        delayed(evaluate)(*job, args.n_estimators, args.model_path, temperature, pca_components) for job in jobs(datasets, args.sizes, args.splits, args.max_test)
     )
     results = [row for rows in results for row in rows]
     print(summarise(results))

@@ -95,6 +95,25 @@ def test_calibration_folds(counts, seed):
     np.testing.assert_array_equal(_calibration_folds(X[order], y[order], seed), folds[order])
 
 
+def test_calibration_holds_out_a_random_sample():
+    # 2,048 rows, a quarter held out: they must spread over the feature
+    # space, not come from one end of it (ordering rows by a projection of
+    # their values held out the low end, and the temperature fitted there
+    # sharpened the whole table: 0.60 instead of 0.50 log loss on KEEL
+    # titanic at 1,024 rows).
+    from skicml.tabicl._classifier import _calibration_folds
+
+    rng = np.random.RandomState(0)
+    X = rng.uniform(size=(2048, 2))
+    y = rng.randint(0, 2, 2048)
+    for seed in range(5):
+        held = _calibration_folds(X, y, seed) >= 0
+        assert 400 < held.sum() <= 512
+        for column in range(2):
+            assert abs(X[held, column].mean() - 0.5) < 0.05
+            assert abs(np.median(X[held, column]) - 0.5) < 0.07
+
+
 def test_auto_temperature_sharpens_clean_data():
     from sklearn.metrics import log_loss
 
@@ -254,6 +273,13 @@ def test_principal_view_members_alternate_with_raw_ones():
     paper = _clf(n_estimators=8, pca_components=None).fit(X, y)
     assert all(not method.startswith("pca:") for method, _, _ in paper.ensemble_.configs_)
     assert not np.allclose(clf.predict_proba(X[:20]), paper.predict_proba(X[:20]))
+
+
+@pytest.mark.parametrize("bad", [None, 0, -1.0, float("inf"), float("nan"), "4"])
+def test_bad_outlier_threshold_is_a_clear_error(bad):
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="outlier_threshold must be a positive finite number"):
+        _clf(outlier_threshold=bad).fit(X, y)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "all"])
