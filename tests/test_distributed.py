@@ -35,6 +35,10 @@ WORKER = textwrap.dedent('''
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump({"params": flat, "accuracy": accuracy, "epochs": history.n_epochs,
                    "valid": history.valid_loss}, f)
+    # Both ranks meet before tearing gloo down: a rank that exits while its
+    # peer's gloo threads still talk to it can abort the peer (SIGABRT,
+    # "terminate called without an active exception"; seen once in CI).
+    dist.barrier()
     dist.destroy_process_group()
 ''')
 
