@@ -65,7 +65,7 @@ def _categorical(X):
     return [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
 
 
-def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16):
+def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16, precision="float32"):
     from skicml import TabICLClassifier
 
     def logistic(X):
@@ -91,7 +91,7 @@ def make_methods(n_estimators, model_path=None, temperature="auto", pca_componen
     return {
         "TabICL": lambda X: TabICLClassifier(n_estimators=n_estimators, model_path=model_path, random_state=0,
                                              softmax_temperature=temperature, pca_components=pca_components,
-                                             device="cpu"),
+                                             inference_precision=precision, device="cpu"),
         "LogisticRegression": logistic,
         "HistGradientBoosting": ordinal(lambda: HistGradientBoostingClassifier(random_state=0)),
         "RandomForest": ordinal(lambda: RandomForestClassifier(n_estimators=300, random_state=0, n_jobs=1)),
@@ -99,7 +99,7 @@ def make_methods(n_estimators, model_path=None, temperature="auto", pca_componen
 
 
 def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, temperature="auto",
-             pca_components=16):
+             pca_components=16, precision="float32"):
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -112,7 +112,7 @@ def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_p
     labels = np.unique(y_train)
     keep = np.isin(y_test, labels)
     X_test, y_test = X_test[keep], y_test[keep]
-    for method, build in make_methods(n_estimators, model_path, temperature, pca_components).items():
+    for method, build in make_methods(n_estimators, model_path, temperature, pca_components, precision).items():
         start = time.perf_counter()
         model = build(X_train).fit(X_train, y_train)
         proba = model.predict_proba(X_test)
@@ -190,6 +190,8 @@ def main():
                         help="TabICL's softmax_temperature: 'auto' (the default) or a number such as the paper's 0.9")
     parser.add_argument("--pca-components", default="16",
                         help="TabICL's pca_components: a number (16 is the default) or 'none' for the paper's ensemble")
+    parser.add_argument("--inference-precision", default="float32", choices=["float32", "float64", "bfloat16"],
+                        help="TabICL's inference_precision")
     args = parser.parse_args()
     pca_components = None if args.pca_components.lower() == "none" else int(args.pca_components)
     temperature = args.softmax_temperature if args.softmax_temperature == "auto" else float(args.softmax_temperature)
@@ -201,7 +203,8 @@ def main():
     print("model:", json.dumps(load_tabicl_model(args.model_path)[1], default=str))
     start = time.perf_counter()
     results = Parallel(n_jobs=args.n_jobs, verbose=0)(
-        delayed(evaluate)(*job, args.n_estimators, args.model_path, temperature, pca_components) for job in jobs(datasets, args.sizes, args.splits, args.max_test)
+        delayed(evaluate)(*job, args.n_estimators, args.model_path, temperature, pca_components,
+                          args.inference_precision) for job in jobs(datasets, args.sizes, args.splits, args.max_test)
     )
     results = [row for rows in results for row in rows]
     print(summarise(results))

@@ -13,7 +13,8 @@ temperature 0.9, every member on the raw columns), so they do the same
 work; ``--with-auto`` adds a row for skicml's defaults
 (``softmax_temperature="auto"``, whose held-out calibration adds in-context
 passes at fit, and ``pca_components=16``, whose principal-view members read
-16 instead of 20 columns).
+16 instead of 20 columns); ``--with-bf16`` adds skicml doing the same work
+with ``inference_precision="bfloat16"``.
 
     pip install --no-deps tabicl==0.1.4
     python benchmarks/bench_tabicl_speed.py --sizes 1000 10000 50000 --n-test 1000
@@ -48,6 +49,9 @@ def measure(implementation, n_train, n_test, n_estimators, threads, checkpoint, 
 
         if implementation == "skicml-auto":  # skicml's defaults
             clf = TabICLClassifier(model_path=checkpoint, **kwargs)
+        elif implementation == "skicml-bf16":  # the same work in bfloat16
+            clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=0.9, pca_components=None,
+                                   inference_precision="bfloat16", **kwargs)
         else:  # the paper's inference: fixed temperature, raw columns only
             clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=0.9, pca_components=None, **kwargs)
     start = time.perf_counter()
@@ -91,6 +95,8 @@ def main():
                         help="only run skicml above this many training rows")
     parser.add_argument("--with-auto", action="store_true",
                         help="also time skicml with its default softmax_temperature='auto'")
+    parser.add_argument("--with-bf16", action="store_true",
+                        help="also time skicml doing the same work with inference_precision='bfloat16'")
     parser.add_argument("--_one", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_checkpoint", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -111,8 +117,9 @@ def main():
         rows = []
         for n_train in args.sizes:
             implementations = [
-                name for name in ("skicml", "skicml-auto", "official")
+                name for name in ("skicml", "skicml-auto", "skicml-bf16", "official")
                 if not (name == "skicml-auto" and not args.with_auto)
+                and not (name == "skicml-bf16" and not args.with_bf16)
                 and not (name == "official" and args.skip_official_above and n_train > args.skip_official_above)
             ]
             runs = {name: [] for name in implementations}

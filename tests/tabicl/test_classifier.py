@@ -63,6 +63,26 @@ def test_fit_time_cache_changes_nothing(data):
     np.testing.assert_allclose(cached.predict_proba(X_test), uncached.predict_proba(X_test), atol=1e-6)
 
 
+@pytest.mark.parametrize("precision", ["float64", "bfloat16"])
+def test_inference_precision_keeps_the_probabilities(data, precision):
+    X, y, X_test = data
+    reference = _clf().fit(X, y).predict_proba(X_test)
+    clf = _clf(inference_precision=precision).fit(X, y)
+    assert next(clf.model_.parameters()).dtype == getattr(torch, precision)
+    proba = clf.predict_proba(X_test)
+    assert proba.dtype == np.float64
+    np.testing.assert_allclose(proba.sum(1), 1, atol=1e-9)
+    # float64 agrees with float32 to its rounding; bfloat16 (8 mantissa bits)
+    # moves probabilities by a few thousandths
+    np.testing.assert_allclose(proba, reference, atol=1e-5 if precision == "float64" else 0.03)
+
+
+def test_bad_inference_precision_is_a_clear_error(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="inference_precision must be 'float32', 'float64' or 'bfloat16'"):
+        _clf(inference_precision="float16").fit(X, y)
+
+
 def test_temperature(data):
     X, y, X_test = data
     hot = _clf(softmax_temperature=1e-6).fit(X, y).predict_proba(X_test)
