@@ -271,10 +271,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         probabilities do not depend on the other rows predicted with it up to
         about 1e-6 in float32, and to machine precision in float64 (at about
         twice the cost). ``"bfloat16"`` is for large tables on CPUs with
-        bfloat16 units (AMX or AVX512-BF16) and on GPUs: 1.8x faster than
-        float32 at 10,000 training rows on such a CPU, probabilities within
-        about 0.005 of float32's and the same benchmark scores
-        (:doc:`/performance`); on CPUs without those units it is slower.
+        bfloat16 units (AMX or AVX512-BF16) and on GPUs: 1.7x faster than
+        float32 at 10,000 training rows and 2.1x at 50,000 on such a CPU,
+        probabilities within about 0.01 of float32's and the same benchmark
+        scores (see :ref:`performance`); on CPUs without those units it is
+        slower.
     cache : {"auto", True, False}, default="auto"
         Cache at ``fit`` the in-context keys and values of the training rows,
         so ``predict_proba`` only encodes the test rows. ``"auto"`` caches
