@@ -47,13 +47,11 @@ def measure(implementation, n_train, n_test, n_estimators, threads, checkpoint, 
     else:
         from skicml import TabICLClassifier
 
-        if implementation == "skicml-auto":  # skicml's defaults
-            clf = TabICLClassifier(model_path=checkpoint, **kwargs)
-        elif implementation == "skicml-bf16":  # the same work in bfloat16
-            clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=0.9, pca_components=None,
-                                   inference_precision="bfloat16", **kwargs)
-        else:  # the paper's inference: fixed temperature, raw columns only
-            clf = TabICLClassifier(model_path=checkpoint, softmax_temperature=0.9, pca_components=None, **kwargs)
+        # skicml-auto: skicml's defaults; the others do the paper's inference
+        # (fixed temperature, raw columns only), skicml-bf16 in bfloat16.
+        paper = dict(softmax_temperature=0.9, pca_components=None)
+        settings = {"skicml-auto": {}, "skicml": paper, "skicml-bf16": {**paper, "inference_precision": "bfloat16"}}
+        clf = TabICLClassifier(model_path=checkpoint, **settings[implementation], **kwargs)
     start = time.perf_counter()
     clf.fit(X_train, y_train)
     proba = clf.predict_proba(X_test)

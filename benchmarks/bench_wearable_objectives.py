@@ -42,15 +42,10 @@ def build_model_class(objective):
             return self.masked_loss(weeks)
 
         def masked_loss(self, weeks, hidden_fraction=0.3):
+            z, missing = self.normalize(weeks)
             batch, length, _ = weeks.shape
-            missing = torch.isnan(weeks)
-            z = torch.where(missing, torch.zeros_like(weeks), ((weeks - self.channel_mean) / self.channel_std).clamp(-20, 20))
             hide = torch.rand(batch, length, 1, device=weeks.device) < hidden_fraction
-            hours = torch.arange(length, device=weeks.device)
-            for _ in range(2):
-                size = torch.randint(6, 25, (batch, 1), device=weeks.device)
-                start = (torch.rand(batch, 1, device=weeks.device) * (length - size + 1)).long()
-                hide = hide | ((hours >= start) & (hours < start + size)).unsqueeze(-1)
+            hide |= _model.hour_blocks(batch, length, 2, 6, 24, weeks.device)
             unseen = missing | hide
             tokens = self.backbone(self.tokenizer(torch.where(unseen, torch.zeros_like(z), z), unseen))
             targets = hide.expand_as(z) & ~missing

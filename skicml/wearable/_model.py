@@ -23,7 +23,7 @@ from torch import nn
 
 from ..nn.mamba2 import BidirectionalMamba2Layer
 
-__all__ = ["WearableModel", "augment_week", "info_nce_loss", "koleo_loss"]
+__all__ = ["WearableModel", "augment_week", "hour_blocks", "info_nce_loss", "koleo_loss"]
 
 #: Default strengths of the pretraining augmentations (spec section 2.4).
 DEFAULT_AUGMENT = {
@@ -171,13 +171,17 @@ class WearableModel(nn.Module):
             self.backbone = TransformerBackbone(d_model, n_layers, n_heads, n_timesteps, bidirectional, dropout)
         self.head = ProjectionHead(d_model, proj_dim, dropout)
 
-    def embed(self, weeks):
-        """Week embeddings ``r`` of shape ``(batch, d_model)`` from raw weeks with NaN."""
+    def normalize(self, weeks):
+        """Z-scores of raw weeks with missing cells at 0, and the missingness mask."""
         missing = torch.isnan(weeks)
         z = (weeks - self.channel_mean) / self.channel_std
         # Zeroing after normalisation makes the output blind to whatever a
         # missing cell holds; clipping keeps one wild reading from dominating.
-        z = torch.where(missing, torch.zeros_like(z), z.clamp(-20, 20))
+        return torch.where(missing, torch.zeros_like(z), z.clamp(-20, 20)), missing
+
+    def embed(self, weeks):
+        """Week embeddings ``r`` of shape ``(batch, d_model)`` from raw weeks with NaN."""
+        z, missing = self.normalize(weeks)
         tokens = self.backbone(self.tokenizer(z, missing))
         if self.pooling == "masked_mean":
             observed = (~missing.all(dim=-1)).to(tokens.dtype).unsqueeze(-1)
@@ -216,12 +220,7 @@ def augment_week(weeks, strengths, channel_std, scalable_channels):
     if n_blocks and length >= 4:
         # Blocks never cover more than a quarter of the week together.
         hi = max(1, min(hi, length // (4 * n_blocks)))
-        lo = min(lo, hi)
-        hours = torch.arange(length, device=device)
-        for _ in range(n_blocks):
-            size = torch.randint(lo, hi + 1, (batch, 1), device=device)
-            start = (torch.rand(batch, 1, device=device) * (length - size + 1)).long()
-            drop |= ((hours >= start) & (hours < start + size)).unsqueeze(-1)
+        drop |= hour_blocks(batch, length, n_blocks, min(lo, hi), hi, device)
 
     p_channel = float(strengths["channel_dropout"])
     if p_channel and n_channels > 1:
@@ -236,6 +235,18 @@ def augment_week(weeks, strengths, channel_std, scalable_channels):
     if sigma:
         out = out + sigma * channel_std * torch.randn_like(out)
     return torch.where(drop, torch.full_like(out, float("nan")), out)
+
+
+def hour_blocks(batch, length, n_blocks, shortest, longest, device=None):
+    """Mask ``(batch, length, 1)`` of ``n_blocks`` random runs of hours per
+    week, each ``shortest`` to ``longest`` hours long."""
+    mask = torch.zeros(batch, length, 1, dtype=torch.bool, device=device)
+    hours = torch.arange(length, device=device)
+    for _ in range(n_blocks):
+        size = torch.randint(shortest, longest + 1, (batch, 1), device=device)
+        start = (torch.rand(batch, 1, device=device) * (length - size + 1)).long()
+        mask |= ((hours >= start) & (hours < start + size)).unsqueeze(-1)
+    return mask
 
 
 def info_nce_loss(z1, z2, temperature=0.1):
