@@ -8,11 +8,12 @@ the summary statistics. Objectives:
 - ``infonce``: the shipped objective (two augmented views of a week);
 - ``vicreg``: invariance, variance and covariance terms (Bardes et al.,
   2022) between the same two views, on an unnormalised expander;
-- ``masked``: masked reconstruction; 30% of hours and two 6-24 h blocks
-  are hidden, a linear head predicts their observed z-scores.
+- ``masked``: ``WearableEncoder(objective="masked")``; 30% of hours and
+  two 6-24 h blocks are hidden, a linear head predicts their observed
+  z-scores, each variable weighted equally.
 
-The two extra objectives are swapped into the network for this script
-only (a subclass of ``WearableModel``); the estimator ships InfoNCE.
+VICReg is swapped into the network for this script only (a subclass of
+``WearableModel``).
 
     python benchmarks/bench_wearable_objectives.py --d-model 128 --epochs 3 \
         --objectives untrained infonce vicreg masked
@@ -25,33 +26,16 @@ import torch
 import torch.nn.functional as F
 
 
-def build_model_class(objective):
+def build_vicreg_class():
     from skicml.wearable import _model
 
-    class Variant(_model.WearableModel):
-        def __init__(self, n_channels, *args, **kwargs):
-            super().__init__(n_channels, *args, **kwargs)
-            width = self.head.mlp[0].in_features
-            self.reconstruction = torch.nn.Linear(width, n_channels)
-
+    class VICRegModel(_model.WearableModel):
         def forward(self, weeks, partner=None):
-            if objective == "vicreg":
-                views = [_model.augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
-                         for _ in range(2)]
-                return vicreg_loss(*self.head.mlp(self.embed(torch.cat(views))).chunk(2))
-            return self.masked_loss(weeks)
+            views = [_model.augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
+                     for _ in range(2)]
+            return vicreg_loss(*self.head.mlp(self.embed(torch.cat(views))).chunk(2))
 
-        def masked_loss(self, weeks, hidden_fraction=0.3):
-            z, missing = self.normalize(weeks)
-            batch, length, _ = weeks.shape
-            hide = torch.rand(batch, length, 1, device=weeks.device) < hidden_fraction
-            hide |= _model.hour_blocks(batch, length, 2, 6, 24, weeks.device)
-            unseen = missing | hide
-            tokens = self.backbone(self.tokenizer(torch.where(unseen, torch.zeros_like(z), z), unseen))
-            targets = hide.expand_as(z) & ~missing
-            return ((self.reconstruction(tokens) - z) ** 2)[targets].mean()
-
-    return Variant
+    return VICRegModel
 
 
 def vicreg_loss(z1, z2, invariance=25.0, variance=25.0, covariance=1.0):
@@ -86,9 +70,10 @@ def main():
     columns = {"summary": WeeklySummaryFeatures().fit(X).transform(X_probe)}
     shipped_class = _encoder.WearableModel
     for objective in args.objectives:
-        _encoder.WearableModel = build_model_class(objective) if objective in ("vicreg", "masked") else shipped_class
+        _encoder.WearableModel = build_vicreg_class() if objective == "vicreg" else shipped_class
         encoder = WearableEncoder(
             d_model=args.d_model, n_layers=2, max_epochs=0 if objective == "untrained" else args.epochs,
+            objective="masked" if objective == "masked" else "infonce",
             proj_dim=4 * args.d_model if objective == "vicreg" else 32, random_state=0)
         start = time.perf_counter()
         columns[objective] = encoder.fit(X).transform(X_probe)

@@ -11,10 +11,16 @@ bottom as:
 3. the backbone: bidirectional Mamba-2 layers (the paper's winner) or a
    Transformer encoder (the alternative it was compared against);
 4. mean pooling over hours to the week embedding ``r``;
-5. for pretraining only, a projection head to an L2-normalised ``z`` and a
-   symmetric InfoNCE loss (plus an optional KoLeo regulariser) between two
-   views of a week, made by mask-aware augmentations that only ever remove
-   observations.
+5. for pretraining only, one of two objectives:
+
+   - ``"infonce"`` (the paper's): a projection head to an L2-normalised
+     ``z`` and a symmetric InfoNCE loss (plus an optional KoLeo
+     regulariser) between two views of a week, made by mask-aware
+     augmentations that only ever remove observations;
+   - ``"masked"``: hours are hidden from the tokenizer (marked missing) and
+     a linear head predicts their observed z-scores from the backbone's
+     tokens. The error is averaged per variable first, so a nightly reading
+     such as resting heart rate weighs as much as hourly steps.
 """
 
 import torch
@@ -111,7 +117,7 @@ class ProjectionHead(nn.Module):
 
 
 class WearableModel(nn.Module):
-    """Encoder of participant-weeks, with its contrastive pretraining loss.
+    """Encoder of participant-weeks, with its self-supervised pretraining loss.
 
     Parameters
     ----------
@@ -137,6 +143,13 @@ class WearableModel(nn.Module):
     koleo_weight : float, default=0.0
     augment : dict or None
         Overrides of :data:`DEFAULT_AUGMENT`.
+    objective : {"infonce", "masked"}, default="infonce"
+        The pretraining loss of :meth:`forward`. ``proj_dim``,
+        ``temperature``, ``koleo_weight`` and ``augment`` belong to
+        ``"infonce"``; ``mask_fraction`` to ``"masked"``.
+    mask_fraction : float, default=0.3
+        Share of hours hidden at random by the masked objective, on top of
+        two blocks of 6-24 hours.
 
     Notes
     -----
@@ -148,13 +161,19 @@ class WearableModel(nn.Module):
     def __init__(self, n_channels, n_timesteps=168, backbone="mamba2", bidirectional=True, d_model=64,
                  n_layers=2, d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4,
                  tokenizer_hidden=64, proj_dim=32, dropout=0.1, pooling="mean", temperature=0.1,
-                 koleo_weight=0.0, augment=None):
+                 koleo_weight=0.0, augment=None, objective="infonce", mask_fraction=0.3):
         super().__init__()
         if backbone not in ("mamba2", "transformer"):
             raise ValueError(f"backbone={backbone!r}; expected 'mamba2' or 'transformer'.")
+        if objective not in ("infonce", "masked"):
+            raise ValueError(f"objective={objective!r}; expected 'infonce' or 'masked'.")
+        if not 0.0 <= mask_fraction < 1.0:
+            raise ValueError(f"mask_fraction={mask_fraction!r}; expected a share of hours in [0, 1).")
         if pooling not in ("mean", "masked_mean"):
             raise ValueError(f"pooling={pooling!r}; expected 'mean' or 'masked_mean'.")
         self.pooling = pooling
+        self.objective = objective
+        self.mask_fraction = mask_fraction
         self.temperature = temperature
         self.koleo_weight = koleo_weight
         self.augment = {**DEFAULT_AUGMENT, **(augment or {})}
@@ -169,7 +188,10 @@ class WearableModel(nn.Module):
             )
         else:
             self.backbone = TransformerBackbone(d_model, n_layers, n_heads, n_timesteps, bidirectional, dropout)
-        self.head = ProjectionHead(d_model, proj_dim, dropout)
+        if objective == "infonce":
+            self.head = ProjectionHead(d_model, proj_dim, dropout)
+        else:
+            self.reconstruction = nn.Linear(d_model, n_channels)
 
     def normalize(self, weeks):
         """Z-scores of raw weeks with missing cells at 0, and the missingness mask."""
@@ -190,8 +212,15 @@ class WearableModel(nn.Module):
         return tokens.mean(1)
 
     def forward(self, weeks, partner=None):
-        """The contrastive loss of a batch: two augmented views of each week,
-        or of each week and ``partner`` (another week of the same person)."""
+        """The pretraining loss of a batch of raw weeks.
+
+        For ``"infonce"``: two augmented views of each week, or of each week
+        and ``partner`` (another week of the same person), must find each
+        other. For ``"masked"``: the reconstruction error of hidden hours
+        (``partner`` is not used).
+        """
+        if self.objective == "masked":
+            return self.masked_reconstruction_loss(weeks)
         view1 = augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
         view2 = augment_week(
             weeks if partner is None else partner, self.augment, self.channel_std, self.scalable_channels
@@ -202,6 +231,25 @@ class WearableModel(nn.Module):
         if self.koleo_weight:
             loss = loss + self.koleo_weight * 0.5 * (koleo_loss(z1) + koleo_loss(z2))
         return loss
+
+    def masked_reconstruction_loss(self, weeks):
+        """Mean squared error of the hidden observed z-scores, averaged per variable."""
+        z, missing = self.normalize(weeks)
+        batch, length, _ = weeks.shape
+        hide = torch.rand(batch, length, 1, device=weeks.device) < self.mask_fraction
+        # Blocks of up to a day (a seventh of the week) hide whole nights and
+        # days, which neighbouring hours cannot fill in.
+        longest = max(1, min(24, length // 7))
+        hide |= hour_blocks(batch, length, 2, min(6, longest), longest, weeks.device)
+        unseen = missing | hide
+        tokens = self.backbone(self.tokenizer(torch.where(unseen, torch.zeros_like(z), z), unseen))
+        targets = (hide & ~missing).to(z.dtype)
+        squared = (self.reconstruction(tokens) - z) ** 2 * targets
+        counts = targets.sum((0, 1))
+        present = counts > 0
+        if not present.any():
+            return squared.sum()  # nothing hidden was observed: zero, with a graph
+        return (squared.sum((0, 1))[present] / counts[present]).mean()
 
 
 def augment_week(weeks, strengths, channel_std, scalable_channels):

@@ -137,6 +137,24 @@ def test_training_reduces_the_loss_without_collapse():
     assert effective_rank > Z.shape[1] / 4
 
 
+def test_masked_objective_trains_and_round_trips(tmp_path):
+    X, *_ = make_wearable_cohort(n_people=32, n_weeks=2, random_state=1)
+    encoder = WearableEncoder(**dict(TINY, objective="masked", max_epochs=6, lr=3e-3)).fit(X)
+    assert encoder.history_[-1] < 0.9 * encoder.history_[0]
+    Z = encoder.transform(X)
+    assert np.isfinite(Z).all() and (Z.std(axis=0) > 1e-3).all()
+    encoder.save(tmp_path / "masked.pt")
+    loaded = WearableEncoder(pretrained=str(tmp_path / "masked.pt")).fit(X)
+    assert loaded.config_["objective"] == "masked"
+    np.testing.assert_array_equal(loaded.transform(X), Z)
+
+
+def test_masked_objective_has_no_positive_pairs(cohort):
+    with pytest.raises(ValueError, match="objective='masked'"):
+        WearableEncoder(**dict(TINY, objective="masked", positive_pairs="participant")).fit(
+            cohort[0], groups=cohort[1]["person_id"])
+
+
 @pytest.mark.parametrize("backbone", ["mamba2", "transformer"])
 def test_pipelines(cohort, backbone):
     X, meta, y_static = cohort[0], cohort[1], cohort[2]
@@ -153,6 +171,8 @@ def test_unknown_options(cohort):
         WearableEncoder(positive_pairs="nearby").fit(cohort[0])
     with pytest.raises(ValueError, match="dtype"):
         WearableEncoder(dtype="float16").fit(cohort[0])
+    with pytest.raises(ValueError, match="objective"):
+        WearableEncoder(**dict(TINY, objective="simclr")).fit(cohort[0])
 
 
 def test_real_actigraphy_weeks_end_to_end():

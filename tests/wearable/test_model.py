@@ -110,3 +110,60 @@ def test_unknown_options_are_rejected():
         WearableModel(2, backbone="lstm")
     with pytest.raises(ValueError, match="pooling"):
         WearableModel(2, pooling="max")
+
+
+def test_masked_objective_hides_hours_from_the_tokenizer():
+    model = WearableModel(3, 48, d_model=16, n_layers=1, head_dim=8, objective="masked")
+    weeks = _weeks(batch=8, length=48, channels=3, missing=0.2)
+    seen = {}
+
+    def record(module, inputs):
+        seen["values"], seen["unseen"] = inputs
+
+    model.tokenizer.register_forward_pre_hook(record)
+    torch.manual_seed(0)
+    loss = model(weeks)
+    loss.backward()
+    missing = torch.isnan(weeks)
+    # Every missing cell stays unseen, more hours are hidden, and hidden or
+    # missing cells reach the tokenizer as zeros.
+    assert seen["unseen"][missing].all()
+    assert seen["unseen"].sum() > 1.2 * missing.sum()
+    assert (seen["values"][seen["unseen"]] == 0).all()
+    assert torch.isfinite(loss) and loss > 0
+    assert model.reconstruction.weight.grad.abs().sum() > 0
+    assert not hasattr(model, "head")
+
+
+@settings(max_examples=20, deadline=None)
+@given(length=st.integers(1, 60), channels=st.integers(1, 4), missing=st.sampled_from([0.0, 0.5, 1.0]))
+def test_masked_objective_is_finite_for_any_week(length, channels, missing):
+    model = WearableModel(channels, 60, d_model=8, n_layers=1, head_dim=4, tokenizer_hidden=8,
+                          objective="masked")
+    loss = model(_weeks(batch=3, length=length, channels=channels, missing=missing))
+    loss.backward()
+    assert torch.isfinite(loss) and loss >= 0
+    if missing == 1.0:
+        assert loss == 0  # nothing observed, nothing to reconstruct
+
+
+def test_masked_objective_weighs_each_variable_equally():
+    # A variable observed once per day moves the loss as much as an hourly one.
+    model = WearableModel(2, 168, d_model=8, n_layers=1, head_dim=4, objective="masked", mask_fraction=0.5)
+    weeks = torch.zeros(16, 168, 2)
+    weeks[:, :, 1] = float("nan")
+    weeks[:, 6::24, 1] = 0.0
+    with torch.no_grad():
+        model.reconstruction.weight.zero_()
+        model.reconstruction.bias.copy_(torch.tensor([1.0, 3.0]))
+        torch.manual_seed(0)
+        loss = model(weeks)
+    # Squared errors 1 and 9, averaged per variable: (1 + 9) / 2.
+    assert loss.item() == pytest.approx(5.0)
+
+
+def test_objective_options_are_checked():
+    with pytest.raises(ValueError, match="objective"):
+        WearableModel(2, objective="byol")
+    with pytest.raises(ValueError, match="mask_fraction"):
+        WearableModel(2, objective="masked", mask_fraction=1.0)
