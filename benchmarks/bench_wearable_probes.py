@@ -8,10 +8,11 @@ then one probe per health label scored on people never seen by the probe
   Ridge, the baseline a health-data scientist would use;
 - ``summary+HGB``: the same features into HistGradientBoosting (5-fold, same splits);
 - ``wbm-shipped``: the shipped encoder (bidirectional Mamba-2), frozen;
-- ``untrained``: the same network with random weights (``max_epochs=0``),
-  the control that shows what pretraining adds;
+- ``untrained``: the shipped network's architecture with random weights
+  (``max_epochs=0``), the control that shows what pretraining adds;
 - ``mamba2`` and ``transformer``: both backbones pretrained here from scratch
-  with the same budget (``--epochs``) on the pretraining cohort;
+  with the paper's contrastive objective and the same budget (``--epochs``)
+  on the pretraining cohort;
 - ``wbm+sensor``: the shipped encoder's embedding concatenated with the
   cohort's simulated sensor (PPG-like) embedding, the paper's fusion.
 
@@ -74,7 +75,10 @@ def main():
     features["wbm+sensor"] = np.hstack([features["wbm-shipped"], sensor])
     features["sensor only"] = sensor
 
-    features["untrained"] = WearableEncoder(max_epochs=0, random_state=0).fit(X_pre).transform(X)
+    # The control has the shipped network's architecture, with random weights.
+    architecture = {k: v for k, v in shipped.config_.items() if k != "channel_names"}
+    untrained = WearableEncoder(**architecture, max_epochs=0, random_state=0).fit(X_pre)
+    features["untrained"] = untrained.transform(X)
 
     for backbone in ("mamba2", "transformer"):
         encoder = WearableEncoder(backbone=backbone, max_epochs=args.epochs, random_state=0, verbose=1)

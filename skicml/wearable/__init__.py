@@ -21,7 +21,7 @@ register_weights(
     "wearable-core-small",
     "skicml.wearable",
     "_weights/wearable_core_small.pt",
-    sha256="576b3ef47a8d3e8bee04f21fee94a5ee275e8b3e9a9826f55e60f5185bf12102",
-    description="Wearable encoder (bidirectional Mamba-2, 0.24M parameters) pretrained "
-                "contrastively on 8,000 synthetic weeks of the 12 core variables",
+    sha256="3ebea9dc28d4dc8c49a56f140b1b61ef8fedbf695a073daf4ac9291afd42efa3",
+    description="Wearable encoder (bidirectional Mamba-2, width 128, 0.77M parameters) pretrained "
+                "by masked reconstruction on 8,000 synthetic weeks of the 12 core variables",
 )

@@ -192,7 +192,7 @@ def test_shipped_encoder_is_frozen_and_documented(cohort):
     payload = load_weights("wearable-core-small")
     for name, tensor in encoder.module_.state_dict().items():
         torch.testing.assert_close(tensor, payload["state_dict"][name], rtol=0, atol=0)
-    assert encoder.history_ == [] and encoder.embedding_dim_ == 64
+    assert encoder.history_ == [] and encoder.embedding_dim_ == 128
     assert encoder.provenance_["epochs"] >= 1 and "probe_scores" in encoder.provenance_
     assert np.isfinite(encoder.transform(cohort[0])).all()
 
