@@ -46,6 +46,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=2, help="pretraining epochs of the from-scratch encoders")
     parser.add_argument("--effect-size", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--pretrained", default="wearable-core-small",
+                        help="the encoder to probe: a shipped name or a file written by WearableEncoder.save")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -68,7 +70,7 @@ def main():
     features, timing = {}, {}
     features["summary+LR"] = WeeklySummaryFeatures().fit_transform(X)
 
-    shipped = WearableEncoder(pretrained="wearable-core-small").fit(X)
+    shipped = WearableEncoder(pretrained=args.pretrained).fit(X)
     start = time.perf_counter()
     features["wbm-shipped"] = shipped.transform(X)
     timing["wbm-shipped"] = (np.nan, len(X) / (time.perf_counter() - start))

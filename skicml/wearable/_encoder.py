@@ -18,7 +18,7 @@ __all__ = ["WearableEncoder"]
 _ARCHITECTURE = (
     "backbone", "bidirectional", "d_model", "n_layers", "d_state", "head_dim", "expand",
     "chunk_size", "n_heads", "tokenizer_hidden", "proj_dim", "dropout", "pooling",
-    "temperature", "koleo_weight", "augment", "objective", "mask_fraction",
+    "temperature", "koleo_weight", "augment", "objective", "mask_fraction", "visible_weight",
 )
 
 
@@ -81,6 +81,12 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         trained with it.
     mask_fraction : float, default=0.3
         Share of hours hidden at random by ``objective="masked"``.
+    visible_weight : float, default=0.0
+        With ``objective="masked"``, the weight of also reconstructing the
+        hours the network was shown, relative to the hidden ones. The week
+        embedding is the mean of the hourly tokens, so tokens that must give
+        back their own readings carry every variable's weekly level into it;
+        ``0`` is plain masked prediction.
     temperature : float, default=0.1
         InfoNCE temperature.
     koleo_weight : float, default=0.0
@@ -153,7 +159,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     def __init__(self, n_channels=None, backbone="mamba2", bidirectional=True, d_model=64, n_layers=2,
                  d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4, tokenizer_hidden=64,
                  proj_dim=32, dropout=0.0, pooling="mean", objective="infonce", mask_fraction=0.3,
-                 temperature=0.1, koleo_weight=0.0,
+                 visible_weight=0.0, temperature=0.1, koleo_weight=0.0,
                  positive_pairs="augment", augment=None, max_epochs=20, batch_size=128, lr=1e-3,
                  weight_decay=1e-4, validation_fraction=None, n_iter_no_change=None,
                  checkpoint_dir=None, pretrained=None, dtype="float32", device="auto",
@@ -174,6 +180,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         self.pooling = pooling
         self.objective = objective
         self.mask_fraction = mask_fraction
+        self.visible_weight = visible_weight
         self.temperature = temperature
         self.koleo_weight = koleo_weight
         self.positive_pairs = positive_pairs

@@ -20,7 +20,10 @@ bottom as:
    - ``"masked"``: hours are hidden from the tokenizer (marked missing) and
      a linear head predicts their observed z-scores from the backbone's
      tokens. The error is averaged per variable first, so a nightly reading
-     such as resting heart rate weighs as much as hourly steps.
+     such as resting heart rate weighs as much as hourly steps. With
+     ``visible_weight > 0`` the head also reconstructs the hours it was
+     shown, which keeps every hour's own readings in its token and so in
+     the mean-pooled week embedding.
 """
 
 import torch
@@ -150,6 +153,10 @@ class WearableModel(nn.Module):
     mask_fraction : float, default=0.3
         Share of hours hidden at random by the masked objective, on top of
         two blocks of 6-24 hours.
+    visible_weight : float, default=0.0
+        Weight, relative to the hidden hours, of reconstructing the observed
+        hours that the tokenizer was shown (masked objective only). ``0`` is
+        the usual masked-prediction loss.
 
     Notes
     -----
@@ -161,7 +168,8 @@ class WearableModel(nn.Module):
     def __init__(self, n_channels, n_timesteps=168, backbone="mamba2", bidirectional=True, d_model=64,
                  n_layers=2, d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4,
                  tokenizer_hidden=64, proj_dim=32, dropout=0.1, pooling="mean", temperature=0.1,
-                 koleo_weight=0.0, augment=None, objective="infonce", mask_fraction=0.3):
+                 koleo_weight=0.0, augment=None, objective="infonce", mask_fraction=0.3,
+                 visible_weight=0.0):
         super().__init__()
         if backbone not in ("mamba2", "transformer"):
             raise ValueError(f"backbone={backbone!r}; expected 'mamba2' or 'transformer'.")
@@ -169,11 +177,14 @@ class WearableModel(nn.Module):
             raise ValueError(f"objective={objective!r}; expected 'infonce' or 'masked'.")
         if not 0.0 <= mask_fraction < 1.0:
             raise ValueError(f"mask_fraction={mask_fraction!r}; expected a share of hours in [0, 1).")
+        if not visible_weight >= 0.0:
+            raise ValueError(f"visible_weight={visible_weight!r}; expected a weight >= 0.")
         if pooling not in ("mean", "masked_mean"):
             raise ValueError(f"pooling={pooling!r}; expected 'mean' or 'masked_mean'.")
         self.pooling = pooling
         self.objective = objective
         self.mask_fraction = mask_fraction
+        self.visible_weight = float(visible_weight)
         self.temperature = temperature
         self.koleo_weight = koleo_weight
         self.augment = {**DEFAULT_AUGMENT, **(augment or {})}
@@ -233,7 +244,8 @@ class WearableModel(nn.Module):
         return loss
 
     def masked_reconstruction_loss(self, weeks):
-        """Mean squared error of the hidden observed z-scores, averaged per variable."""
+        """Mean squared error of the hidden observed z-scores, averaged per
+        variable, plus ``visible_weight`` times the same for the shown ones."""
         z, missing = self.normalize(weeks)
         batch, length, _ = weeks.shape
         hide = torch.rand(batch, length, 1, device=weeks.device) < self.mask_fraction
@@ -243,13 +255,21 @@ class WearableModel(nn.Module):
         hide |= hour_blocks(batch, length, 2, min(6, longest), longest, weeks.device)
         unseen = missing | hide
         tokens = self.backbone(self.tokenizer(torch.where(unseen, torch.zeros_like(z), z), unseen))
-        targets = (hide & ~missing).to(z.dtype)
-        squared = (self.reconstruction(tokens) - z) ** 2 * targets
-        counts = targets.sum((0, 1))
-        present = counts > 0
-        if not present.any():
-            return squared.sum()  # nothing hidden was observed: zero, with a graph
-        return (squared.sum((0, 1))[present] / counts[present]).mean()
+        squared = (self.reconstruction(tokens) - z) ** 2
+        loss = _per_variable_mean(squared, hide & ~missing)
+        if self.visible_weight:
+            loss = loss + self.visible_weight * _per_variable_mean(squared, ~unseen)
+        return loss
+
+
+def _per_variable_mean(squared, cells):
+    """Mean of ``squared`` over ``cells`` for each variable with any, then over variables."""
+    cells = cells.to(squared.dtype)
+    counts = cells.sum((0, 1))
+    present = counts > 0
+    if not present.any():
+        return (squared * cells).sum()  # nothing to reconstruct: zero, with a graph
+    return ((squared * cells).sum((0, 1))[present] / counts[present]).mean()
 
 
 def augment_week(weeks, strengths, channel_std, scalable_channels):

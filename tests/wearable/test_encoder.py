@@ -137,15 +137,19 @@ def test_training_reduces_the_loss_without_collapse():
     assert effective_rank > Z.shape[1] / 4
 
 
-def test_masked_objective_trains_and_round_trips(tmp_path):
+@pytest.mark.parametrize("visible_weight", [0.0, 1.0])
+def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight):
     X, *_ = make_wearable_cohort(n_people=32, n_weeks=2, random_state=1)
-    encoder = WearableEncoder(**dict(TINY, objective="masked", max_epochs=6, lr=3e-3)).fit(X)
+    encoder = WearableEncoder(**dict(TINY, objective="masked", visible_weight=visible_weight,
+                                     max_epochs=6, lr=3e-3)).fit(X)
+    assert encoder.module_.visible_weight == visible_weight
     assert encoder.history_[-1] < 0.9 * encoder.history_[0]
     Z = encoder.transform(X)
     assert np.isfinite(Z).all() and (Z.std(axis=0) > 1e-3).all()
     encoder.save(tmp_path / "masked.pt")
     loaded = WearableEncoder(pretrained=str(tmp_path / "masked.pt")).fit(X)
     assert loaded.config_["objective"] == "masked"
+    assert loaded.config_["visible_weight"] == visible_weight
     np.testing.assert_array_equal(loaded.transform(X), Z)
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skicml.wearable import WearableModel
-from skicml.wearable._model import DEFAULT_AUGMENT, augment_week, info_nce_loss, koleo_loss
+from skicml.wearable._model import DEFAULT_AUGMENT, augment_week, hour_blocks, info_nce_loss, koleo_loss
 
 
 def _weeks(batch=4, length=48, channels=3, missing=0.3, seed=0):
@@ -162,8 +162,34 @@ def test_masked_objective_weighs_each_variable_equally():
     assert loss.item() == pytest.approx(5.0)
 
 
+def test_visible_weight_adds_the_shown_hours_to_the_loss():
+    # Redraw the objective's mask with its seed, then make every hidden hour
+    # read -1 and every shown hour 3: a head that always says 0 misses by 1
+    # and 3, so the loss is 1 + visible_weight * 9.
+    torch.manual_seed(0)
+    hide = torch.rand(8, 168, 1) < 0.3
+    hide |= hour_blocks(8, 168, 2, 6, 24)
+    weeks = torch.where(hide, -1.0, 3.0)
+    for weight in (0.0, 0.5):
+        model = WearableModel(1, 168, d_model=8, n_layers=1, head_dim=4, objective="masked",
+                              mask_fraction=0.3, visible_weight=weight)
+        seen = {}
+        model.tokenizer.register_forward_pre_hook(lambda module, inputs: seen.update(unseen=inputs[1]))
+        with torch.no_grad():
+            model.reconstruction.weight.zero_()
+            model.reconstruction.bias.zero_()
+            torch.manual_seed(0)
+            loss = model(weeks).item()
+        assert torch.equal(seen["unseen"], hide)
+        assert loss == pytest.approx(1.0 + weight * 9.0)
+
+
 def test_objective_options_are_checked():
     with pytest.raises(ValueError, match="objective"):
         WearableModel(2, objective="byol")
     with pytest.raises(ValueError, match="mask_fraction"):
         WearableModel(2, objective="masked", mask_fraction=1.0)
+    with pytest.raises(ValueError, match="visible_weight"):
+        WearableModel(2, objective="masked", visible_weight=-1.0)
+    with pytest.raises(ValueError, match="visible_weight"):
+        WearableModel(2, objective="masked", visible_weight=float("nan"))
