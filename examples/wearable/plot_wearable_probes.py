@@ -32,11 +32,14 @@ groups = meta["person_id"].to_numpy()
 
 # %%
 # Self-supervised pretraining. ``objective="masked"`` hides hours from the
-# network and has it reconstruct them; ``objective="infonce"`` (the default)
-# is the paper's contrastive loss, which keeps less of the health signal on
-# this synthetic cohort (see the performance page).
+# network and has it reconstruct them (and, with ``visible_weight=1``, the
+# hours it was shown too, as the shipped encoder was trained);
+# ``objective="infonce"`` (the default) is the paper's contrastive loss,
+# which keeps less of the health signal on this synthetic cohort (see the
+# performance page).
 start = time.perf_counter()
-encoder = WearableEncoder(d_model=32, n_layers=1, objective="masked", max_epochs=3, random_state=0).fit(X)
+encoder = WearableEncoder(d_model=32, n_layers=1, objective="masked", visible_weight=1.0, max_epochs=3,
+                          random_state=0).fit(X)
 print(f"pretrained in {time.perf_counter() - start:.1f} s; loss per epoch:", [round(v, 2) for v in encoder.history_])
 
 # %%

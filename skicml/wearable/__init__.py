@@ -21,7 +21,8 @@ register_weights(
     "wearable-core-small",
     "skicml.wearable",
     "_weights/wearable_core_small.pt",
-    sha256="3ebea9dc28d4dc8c49a56f140b1b61ef8fedbf695a073daf4ac9291afd42efa3",
+    sha256="b07f727e0752c64f8da47416287b750e18fe6cec4ca01b3e1f89d004e97e6d5b",
     description="Wearable encoder (bidirectional Mamba-2, width 128, 0.77M parameters) pretrained "
-                "by masked reconstruction on 8,000 synthetic weeks of the 12 core variables",
+                "by masked reconstruction of hidden and shown hours on 8,000 synthetic weeks of the "
+                "12 core variables",
 )
