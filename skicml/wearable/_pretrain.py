@@ -90,7 +90,8 @@ def main(argv=None):
     encoder = WearableEncoder(
         backbone=args.backbone, d_model=args.d_model, n_layers=args.n_layers, dropout=args.dropout,
         max_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-        objective=args.objective, visible_weight=args.visible_weight, positive_pairs=args.positive_pairs, checkpoint_dir=args.checkpoint_dir,
+        objective=args.objective, visible_weight=args.visible_weight, positive_pairs=args.positive_pairs,
+        checkpoint_dir=args.checkpoint_dir,
         device="auto", random_state=args.seed, verbose=0 if args.quiet else 1,
     )
     encoder.fit(X, groups=meta["person_id"].to_numpy())
