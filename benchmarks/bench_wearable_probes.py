@@ -7,7 +7,8 @@ then one probe per health label scored on people never seen by the probe
 - ``summary+LR``: :class:`WeeklySummaryFeatures` into LogisticRegression /
   Ridge, the baseline a health-data scientist would use;
 - ``summary+HGB``: the same features into HistGradientBoosting (5-fold, same splits);
-- ``wbm-shipped``: the shipped encoder (bidirectional Mamba-2), frozen;
+- ``wbm-shipped``: the shipped encoder (bidirectional Mamba-2), frozen, or the
+  file given as ``--pretrained``;
 - ``untrained``: the shipped network's architecture with random weights
   (``max_epochs=0``), the control that shows what pretraining adds;
 - ``mamba2`` and ``transformer``: both backbones pretrained here from scratch
