@@ -19,6 +19,7 @@ _ARCHITECTURE = (
     "backbone", "bidirectional", "d_model", "n_layers", "d_state", "head_dim", "expand",
     "chunk_size", "n_heads", "tokenizer_hidden", "proj_dim", "dropout", "pooling",
     "temperature", "koleo_weight", "augment", "objective", "mask_fraction", "visible_weight",
+    "day_context",
 )
 
 
@@ -87,6 +88,12 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         embedding is the mean of the hourly tokens, so tokens that must give
         back their own readings carry every variable's weekly level into it;
         ``0`` is plain masked prediction.
+    day_context : bool, default=False
+        Each hour's token also reads the same hour one day before and one
+        day after, an extension beyond the paper's tokenizer. Night-to-night
+        differences (an irregular sleep onset) then live in single tokens
+        and survive mean pooling; see the wearable benchmarks in the
+        documentation for what it does to each label.
     temperature : float, default=0.1
         InfoNCE temperature.
     koleo_weight : float, default=0.0
@@ -159,7 +166,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     def __init__(self, n_channels=None, backbone="mamba2", bidirectional=True, d_model=64, n_layers=2,
                  d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4, tokenizer_hidden=64,
                  proj_dim=32, dropout=0.0, pooling="mean", objective="infonce", mask_fraction=0.3,
-                 visible_weight=0.0, temperature=0.1, koleo_weight=0.0,
+                 visible_weight=0.0, day_context=False, temperature=0.1, koleo_weight=0.0,
                  positive_pairs="augment", augment=None, max_epochs=20, batch_size=128, lr=1e-3,
                  weight_decay=1e-4, validation_fraction=None, n_iter_no_change=None,
                  checkpoint_dir=None, pretrained=None, dtype="float32", device="auto",
@@ -181,6 +188,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         self.objective = objective
         self.mask_fraction = mask_fraction
         self.visible_weight = visible_weight
+        self.day_context = day_context
         self.temperature = temperature
         self.koleo_weight = koleo_weight
         self.positive_pairs = positive_pairs

@@ -7,7 +7,8 @@ bottom as:
 1. per-channel z-scoring with statistics stored in the model, missing cells
    set to 0 after normalisation and a missingness mask kept beside them;
 2. the hourly tokenizer ("TST"): each hour's ``V`` values and ``V`` mask bits
-   go through a small MLP to one token of width ``d_model``;
+   go through a small MLP to one token of width ``d_model`` (optionally with
+   those of the same hour a day before and after, ``day_context``);
 3. the backbone: bidirectional Mamba-2 layers (the paper's winner) or a
    Transformer encoder (the alternative it was compared against);
 4. mean pooling over hours to the week embedding ``r``;
@@ -44,17 +45,46 @@ DEFAULT_AUGMENT = {
 }
 
 
-class HourlyTokenizer(nn.Module):
-    """One token per hour from the hour's values and missingness bits (the paper's TST)."""
+HOURS_PER_DAY = 24
 
-    def __init__(self, n_channels, d_model, hidden=64, dropout=0.1):
+
+class HourlyTokenizer(nn.Module):
+    """One token per hour from the hour's values and missingness bits (the paper's TST).
+
+    With ``day_context=True`` each token also reads the same clock hour one
+    day earlier and one day later (cells outside the week count as missing),
+    so that night-to-night differences, such as an irregular sleep onset,
+    are features of single tokens and survive mean pooling.
+    """
+
+    def __init__(self, n_channels, d_model, hidden=64, dropout=0.1, day_context=False):
         super().__init__()
+        self.day_context = day_context
+        width = 2 * n_channels * (3 if day_context else 1)
         self.mlp = nn.Sequential(
-            nn.Linear(2 * n_channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, d_model)
+            nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, d_model)
         )
 
     def forward(self, values, missing):
-        return self.mlp(torch.cat([values, missing.to(values.dtype)], dim=-1))
+        missing = missing.to(values.dtype)
+        parts = [values, missing]
+        if self.day_context:
+            for lag in (HOURS_PER_DAY, -HOURS_PER_DAY):
+                parts += [_shift_hours(values, lag, 0.0), _shift_hours(missing, lag, 1.0)]
+        return self.mlp(torch.cat(parts, dim=-1))
+
+
+def _shift_hours(x, lag, fill):
+    """``x`` of shape (batch, T, ...) moved ``lag`` hours later along T
+    (earlier for a negative lag), the vacated hours set to ``fill``."""
+    out = torch.full_like(x, fill)
+    length = x.shape[1]
+    if abs(lag) < length:
+        if lag >= 0:
+            out[:, lag:] = x[:, :length - lag]
+        else:
+            out[:, :length + lag] = x[:, -lag:]
+    return out
 
 
 class TransformerBackbone(nn.Module):
@@ -139,6 +169,9 @@ class WearableModel(nn.Module):
     tokenizer_hidden : int, default=64
     proj_dim : int, default=32
     dropout : float, default=0.1
+    day_context : bool, default=False
+        Each hour's token also reads the same hour one day before and after
+        (see :class:`HourlyTokenizer`).
     pooling : {"mean", "masked_mean"}, default="mean"
         ``"masked_mean"`` averages only the hours with at least one
         observation (all hours when there are none).
@@ -169,7 +202,7 @@ class WearableModel(nn.Module):
                  n_layers=2, d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4,
                  tokenizer_hidden=64, proj_dim=32, dropout=0.1, pooling="mean", temperature=0.1,
                  koleo_weight=0.0, augment=None, objective="infonce", mask_fraction=0.3,
-                 visible_weight=0.0):
+                 visible_weight=0.0, day_context=False):
         super().__init__()
         if backbone not in ("mamba2", "transformer"):
             raise ValueError(f"backbone={backbone!r}; expected 'mamba2' or 'transformer'.")
@@ -191,7 +224,7 @@ class WearableModel(nn.Module):
         self.register_buffer("channel_mean", torch.zeros(n_channels))
         self.register_buffer("channel_std", torch.ones(n_channels))
         self.register_buffer("scalable_channels", torch.zeros(n_channels, dtype=torch.bool))
-        self.tokenizer = HourlyTokenizer(n_channels, d_model, tokenizer_hidden, dropout)
+        self.tokenizer = HourlyTokenizer(n_channels, d_model, tokenizer_hidden, dropout, day_context)
         if backbone == "mamba2":
             self.backbone = Mamba2Backbone(
                 d_model, n_layers, bidirectional, dropout,

@@ -137,12 +137,13 @@ def test_training_reduces_the_loss_without_collapse():
     assert effective_rank > Z.shape[1] / 4
 
 
-@pytest.mark.parametrize("visible_weight", [0.0, 1.0])
-def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight):
+@pytest.mark.parametrize("visible_weight, day_context", [(0.0, False), (1.0, True)])
+def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight, day_context):
     X, *_ = make_wearable_cohort(n_people=32, n_weeks=2, random_state=1)
     encoder = WearableEncoder(**dict(TINY, objective="masked", visible_weight=visible_weight,
-                                     max_epochs=6, lr=3e-3)).fit(X)
+                                     day_context=day_context, max_epochs=6, lr=3e-3)).fit(X)
     assert encoder.module_.visible_weight == visible_weight
+    assert encoder.module_.tokenizer.day_context == day_context
     assert encoder.history_[-1] < 0.9 * encoder.history_[0]
     Z = encoder.transform(X)
     assert np.isfinite(Z).all() and (Z.std(axis=0) > 1e-3).all()
@@ -150,6 +151,7 @@ def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight):
     loaded = WearableEncoder(pretrained=str(tmp_path / "masked.pt")).fit(X)
     assert loaded.config_["objective"] == "masked"
     assert loaded.config_["visible_weight"] == visible_weight
+    assert loaded.config_["day_context"] == day_context
     np.testing.assert_array_equal(loaded.transform(X), Z)
 
 

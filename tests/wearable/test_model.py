@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skicml.wearable import WearableModel
-from skicml.wearable._model import DEFAULT_AUGMENT, augment_week, hour_blocks, info_nce_loss, koleo_loss
+from skicml.wearable._model import (
+    DEFAULT_AUGMENT, HourlyTokenizer, _shift_hours, augment_week, hour_blocks, info_nce_loss, koleo_loss,
+)
 
 
 def _weeks(batch=4, length=48, channels=3, missing=0.3, seed=0):
@@ -193,3 +195,39 @@ def test_objective_options_are_checked():
         WearableModel(2, objective="masked", visible_weight=-1.0)
     with pytest.raises(ValueError, match="visible_weight"):
         WearableModel(2, objective="masked", visible_weight=float("nan"))
+
+
+@pytest.mark.parametrize("day_context, touched", [(False, [30]), (True, [6, 30, 54])])
+def test_day_context_tokens_read_the_same_hour_a_day_away(day_context, touched):
+    torch.manual_seed(0)
+    tokenizer = HourlyTokenizer(2, 8, hidden=16, dropout=0.0, day_context=day_context)
+    values, missing = torch.randn(1, 72, 2), torch.zeros(1, 72, 2, dtype=torch.bool)
+    moved = values.clone()
+    moved[0, 30] += 1.0
+    changed = (tokenizer(moved, missing) - tokenizer(values, missing)).abs().amax(-1)[0] > 0
+    assert changed.nonzero().flatten().tolist() == touched
+
+
+@settings(max_examples=30, deadline=None)
+@given(length=st.integers(1, 80), lag=st.sampled_from([24, -24]))
+def test_shifted_hours_outside_the_week_are_filled(length, lag):
+    x = torch.arange(length, dtype=torch.float32).reshape(1, length, 1)
+    out = _shift_hours(x, lag, -1.0)[0, :, 0]
+    hours = torch.arange(length)
+    source = hours - lag
+    inside = (source >= 0) & (source < length)
+    torch.testing.assert_close(out[inside], source[inside].float())
+    assert (out[~inside] == -1.0).all()
+
+
+def test_day_context_never_shows_a_hidden_reading():
+    torch.manual_seed(0)
+    model = WearableModel(3, 72, d_model=8, n_layers=1, head_dim=8, objective="masked", day_context=True)
+    seen = {}
+    model.tokenizer.mlp.register_forward_hook(lambda module, args, out: seen.update(inputs=args[0]))
+    model(_weeks(length=72))
+    # Columns: values, mask, then values and mask a day earlier, then a day later.
+    inputs = seen["inputs"].reshape(4, 72, 6, 3)
+    for values, mask in ((0, 1), (2, 3), (4, 5)):
+        hidden = inputs[:, :, mask] == 1
+        assert hidden.any() and (inputs[:, :, values][hidden] == 0).all()
