@@ -7,6 +7,8 @@ encoder could win there, on the same evaluation cohort (1,000 people x
 
 - ``summary``: the summary statistics;
 - ``untrained``: the shipped architecture with random weights;
+- ``untrained-day``: the same with ``day_context=True``, so that each
+  hour's token also reads the same hour a day before and after;
 - ``shipped``: ``wearable-core-small`` with its mean pooling;
 - ``shipped-ms``: the same tokens pooled by their mean and standard
   deviation over hours (statistics pooling, as in x-vectors), which gives a
@@ -107,9 +109,13 @@ def main():
             shipped = WearableEncoder(pretrained=args.pretrained).fit(X)
         architecture = {k: v for k, v in shipped.config_.items() if k != "channel_names"}
         untrained = WearableEncoder(**architecture, max_epochs=0, random_state=0).fit(X_norm)
+        untrained_day = WearableEncoder(
+            **{**architecture, "day_context": True}, max_epochs=0, random_state=0
+        ).fit(X_norm)
 
         features = {"summary": WeeklySummaryFeatures().fit_transform(X),
                     "untrained": untrained.transform(X),
+                    "untrained-day": untrained_day.transform(X),
                     "shipped": shipped.transform(X),
                     "shipped-ms": statistics_pooled(shipped, X)}
         features["summary+untrained"] = np.hstack([features["summary"], features["untrained"]])
