@@ -90,7 +90,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         ``0`` is plain masked prediction.
     day_context : bool, default=False
         Each hour's token also reads the same hour one day before and one
-        day after, an extension beyond the paper's tokenizer. Night-to-night
+        day after, through a second tokenizer MLP added to the one-hour one
+        (an extension beyond the paper's tokenizer). Night-to-night
         differences (an irregular sleep onset) then live in single tokens
         and survive mean pooling; see the wearable benchmarks in the
         documentation for what it does to each label.

@@ -51,27 +51,34 @@ HOURS_PER_DAY = 24
 class HourlyTokenizer(nn.Module):
     """One token per hour from the hour's values and missingness bits (the paper's TST).
 
-    With ``day_context=True`` each token also reads the same clock hour one
-    day earlier and one day later (cells outside the week count as missing),
-    so that night-to-night differences, such as an irregular sleep onset,
-    are features of single tokens and survive mean pooling.
+    With ``day_context=True`` a second MLP, added to the first, reads the
+    hour together with the same clock hour one day earlier and one day later
+    (cells outside the week count as missing), so that night-to-night
+    differences, such as an irregular sleep onset, are features of single
+    tokens and survive mean pooling. The one-hour MLP stays on its own: a
+    single MLP over all three hours held the weekly levels less well.
     """
 
     def __init__(self, n_channels, d_model, hidden=64, dropout=0.1, day_context=False):
         super().__init__()
         self.day_context = day_context
-        width = 2 * n_channels * (3 if day_context else 1)
-        self.mlp = nn.Sequential(
-            nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, d_model)
-        )
+        self.mlp = _token_mlp(2 * n_channels, hidden, d_model, dropout)
+        self.context = _token_mlp(6 * n_channels, hidden, d_model, dropout) if day_context else None
 
     def forward(self, values, missing):
         missing = missing.to(values.dtype)
-        parts = [values, missing]
-        if self.day_context:
+        hour = torch.cat([values, missing], dim=-1)
+        tokens = self.mlp(hour)
+        if self.context is not None:
+            parts = [hour]
             for lag in (HOURS_PER_DAY, -HOURS_PER_DAY):
                 parts += [_shift_hours(values, lag, 0.0), _shift_hours(missing, lag, 1.0)]
-        return self.mlp(torch.cat(parts, dim=-1))
+            tokens = tokens + self.context(torch.cat(parts, dim=-1))
+        return tokens
+
+
+def _token_mlp(width, hidden, d_model, dropout):
+    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, d_model))
 
 
 def _shift_hours(x, lag, fill):

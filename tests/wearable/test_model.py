@@ -224,10 +224,27 @@ def test_day_context_never_shows_a_hidden_reading():
     torch.manual_seed(0)
     model = WearableModel(3, 72, d_model=8, n_layers=1, head_dim=8, objective="masked", day_context=True)
     seen = {}
-    model.tokenizer.mlp.register_forward_hook(lambda module, args, out: seen.update(inputs=args[0]))
+    model.tokenizer.context.register_forward_hook(lambda module, args, out: seen.update(inputs=args[0]))
     model(_weeks(length=72))
-    # Columns: values, mask, then values and mask a day earlier, then a day later.
+    # The context MLP's columns: values, mask, then values and mask a day earlier, then a day later.
     inputs = seen["inputs"].reshape(4, 72, 6, 3)
     for values, mask in ((0, 1), (2, 3), (4, 5)):
         hidden = inputs[:, :, mask] == 1
         assert hidden.any() and (inputs[:, :, values][hidden] == 0).all()
+
+
+def test_day_context_keeps_the_one_hour_tokenizer_of_the_plain_model():
+    # Same seed, same first module: the day-context tokenizer is the plain one plus a context term,
+    # and weights of a model without day context load into its one-hour part.
+    torch.manual_seed(0)
+    plain = HourlyTokenizer(3, 8, hidden=16, dropout=0.0)
+    torch.manual_seed(0)
+    with_context = HourlyTokenizer(3, 8, hidden=16, dropout=0.0, day_context=True)
+    assert with_context.mlp.state_dict().keys() == plain.mlp.state_dict().keys()
+    for name, tensor in plain.mlp.state_dict().items():
+        torch.testing.assert_close(with_context.mlp.state_dict()[name], tensor)
+    values, missing = torch.randn(2, 48, 3), torch.zeros(2, 48, 3, dtype=torch.bool)
+    with torch.no_grad():
+        with_context.context[-1].weight.zero_()
+        with_context.context[-1].bias.zero_()
+    torch.testing.assert_close(with_context(values, missing), plain(values, missing))
