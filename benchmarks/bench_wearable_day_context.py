@@ -15,7 +15,11 @@ with two bidirectional Mamba-2 layers:
   with ``visible_weight=1`` (the shipped objective) for ``--epochs`` epochs;
 - ``masked-day-frozen``: as ``masked-day``, with the tokenizer frozen at its
   random initialisation, so that pretraining can only change the backbone
-  (``--frozen-epochs``; 0 leaves the column out).
+  (``--frozen-epochs``; 0 leaves the column out);
+- ``masked-day-layers``: the ``masked-day`` encoder read out differently,
+  its embedding the mean over hours of the tokenizer output and of every
+  backbone layer's output, side by side (3 x 128 values; an experiment of
+  this script, not an option of the library).
 
 Pretraining on ``make_wearable_cohort(n_people=--people, n_weeks=4,
 random_state=0)``; probes with :func:`evaluate_probes` on 1,000 other people
@@ -23,7 +27,7 @@ x 4 weeks drawn with ``random_state=777`` (the validation seed, not the
 benchmark's 2024) at each ``--effect-size``. The encoders are pretrained
 once, on effect size 1.
 
-    python benchmarks/bench_wearable_day_context.py            # about 25 minutes on 2 cores
+    python benchmarks/bench_wearable_day_context.py            # about 20 minutes on 2 cores
 """
 
 import argparse
@@ -60,6 +64,27 @@ def pretrain(X, frozen_tokenizer=False, **params):
     return encoder
 
 
+def layer_readout(encoder, X):
+    """``encoder.transform(X)`` with the mean over hours of every layer's output, concatenated."""
+
+    def embed_layers(module, weeks):
+        z, missing = module.normalize(weeks)
+        tokens = module.tokenizer(z, missing)
+        pooled = [tokens.mean(1)]
+        for layer in module.backbone.layers:
+            tokens = layer(tokens)
+            pooled.append(tokens.mean(1))
+        return torch.cat(pooled, -1)
+
+    model_class = type(encoder.module_)
+    plain = model_class.embed
+    model_class.embed = embed_layers
+    try:
+        return encoder.transform(X)
+    finally:
+        model_class.embed = plain
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=1000, help="people in the pretraining cohort")
@@ -91,6 +116,7 @@ def main():
         labels, groups = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
         features = {"summary": summary.transform(X)}
         features.update({name: encoder.transform(X) for name, encoder in encoders.items()})
+        features["masked-day-layers"] = layer_readout(encoders["masked-day"], X)
         table = pd.DataFrame({
             name: evaluate_probes(F, labels, groups).set_index("task")["score"] for name, F in features.items()
         })
