@@ -33,6 +33,7 @@ once, on effect size 1.
 import argparse
 import time
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -64,25 +65,20 @@ def pretrain(X, frozen_tokenizer=False, **params):
     return encoder
 
 
-def layer_readout(encoder, X):
-    """``encoder.transform(X)`` with the mean over hours of every layer's output, concatenated."""
-
-    def embed_layers(module, weeks):
-        z, missing = module.normalize(weeks)
-        tokens = module.tokenizer(z, missing)
-        pooled = [tokens.mean(1)]
-        for layer in module.backbone.layers:
-            tokens = layer(tokens)
-            pooled.append(tokens.mean(1))
-        return torch.cat(pooled, -1)
-
-    model_class = type(encoder.module_)
-    plain = model_class.embed
-    model_class.embed = embed_layers
-    try:
-        return encoder.transform(X)
-    finally:
-        model_class.embed = plain
+def layer_readout(encoder, X, batch_size=256):
+    """Mean over hours of the tokenizer output and of every backbone layer's output, side by side."""
+    module = encoder.module_.eval()
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(X), batch_size):
+            weeks = torch.as_tensor(X[start:start + batch_size], dtype=torch.float32)
+            tokens = module.tokenizer(*module.normalize(weeks))
+            pooled = [tokens.mean(1)]
+            for layer in module.backbone.layers:
+                tokens = layer(tokens)
+                pooled.append(tokens.mean(1))
+            out.append(torch.cat(pooled, -1).numpy())
+    return np.concatenate(out)
 
 
 def main():

@@ -61,7 +61,6 @@ class HourlyTokenizer(nn.Module):
 
     def __init__(self, n_channels, d_model, hidden=64, dropout=0.1, day_context=False):
         super().__init__()
-        self.day_context = day_context
         self.mlp = _token_mlp(2 * n_channels, hidden, d_model, dropout)
         self.context = _token_mlp(6 * n_channels, hidden, d_model, dropout) if day_context else None
 
@@ -75,6 +74,10 @@ class HourlyTokenizer(nn.Module):
                 parts += [_shift_hours(values, lag, 0.0), _shift_hours(missing, lag, 1.0)]
             tokens = tokens + self.context(torch.cat(parts, dim=-1))
         return tokens
+
+    @property
+    def day_context(self):
+        return self.context is not None
 
 
 def _token_mlp(width, hidden, d_model, dropout):
