@@ -69,7 +69,16 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         re-implementation of the paper used 0.22 at width 256; at the CPU
         sizes here dropout slowed contrastive pretraining down without
         helping the probes, so it is off by default.
-    pooling : {"mean", "masked_mean"}, default="mean"
+    pooling : {"mean", "masked_mean", "layer_mean"}, default="mean"
+        How the hourly tokens become the week embedding. ``"mean"`` is the
+        paper's mean over hours of the last layer's tokens;
+        ``"masked_mean"`` averages only the hours with an observation;
+        ``"layer_mean"`` puts the means over hours of the tokenizer's output
+        and of every backbone layer's output side by side
+        (``(n_layers + 1) * d_model`` values). The last layer mixes the
+        hours; the earlier ones still hold each hour's own readings and,
+        with ``day_context``, its night-to-night differences. A
+        ``pretrained`` encoder keeps the pooling it was saved with.
     objective : {"infonce", "masked"}, default="infonce"
         The pretraining loss. ``"infonce"`` is the paper's contrastive
         objective (``proj_dim``, ``temperature``, ``koleo_weight``,
@@ -142,6 +151,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     n_features_in_ : int
         Width of the flattened weeks, ``n_timesteps_ * n_channels_``.
     embedding_dim_ : int
+        Width of the embeddings: ``d_model``, or ``(n_layers + 1) * d_model``
+        with ``pooling="layer_mean"``.
     config_ : dict
         The network's architecture (from the constructor or the checkpoint).
     history_ : list of float
@@ -338,7 +349,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     def _set_statistics(self):
         self.channel_mean_ = self.module_.channel_mean.double().cpu().numpy()
         self.channel_std_ = self.module_.channel_std.double().cpu().numpy()
-        self.embedding_dim_ = self.config_["d_model"]
+        self.embedding_dim_ = self.module_.embedding_dim
 
     @property
     def _n_features_out(self):

@@ -11,7 +11,9 @@ bottom as:
    those of the same hour a day before and after, ``day_context``);
 3. the backbone: bidirectional Mamba-2 layers (the paper's winner) or a
    Transformer encoder (the alternative it was compared against);
-4. mean pooling over hours to the week embedding ``r``;
+4. mean pooling over hours to the week embedding ``r`` (with
+   ``pooling="layer_mean"``, the means of the tokenizer's and of every
+   backbone layer's outputs side by side);
 5. for pretraining only, one of two objectives:
 
    - ``"infonce"`` (the paper's): a projection head to an L2-normalised
@@ -98,7 +100,10 @@ def _shift_hours(x, lag, fill):
 
 
 class TransformerBackbone(nn.Module):
-    """Post-norm Transformer encoder with learned absolute hour positions."""
+    """Post-norm Transformer encoder with learned absolute hour positions.
+
+    ``forward(x, all_layers=True)`` returns the list of every layer's output.
+    """
 
     def __init__(self, d_model, n_layers, n_heads, n_timesteps, bidirectional=True, dropout=0.1):
         super().__init__()
@@ -112,7 +117,7 @@ class TransformerBackbone(nn.Module):
             for _ in range(n_layers)
         )
 
-    def forward(self, x):
+    def forward(self, x, all_layers=False):
         length = x.shape[1]
         if length > self.position.shape[0]:
             raise ValueError(
@@ -123,13 +128,18 @@ class TransformerBackbone(nn.Module):
         causal = None
         if not self.bidirectional:
             causal = nn.Transformer.generate_square_subsequent_mask(length, device=x.device, dtype=x.dtype)
+        outputs = []
         for layer in self.layers:
             x = layer(x, src_mask=causal, is_causal=causal is not None)
-        return x
+            outputs.append(x)
+        return outputs if all_layers else x
 
 
 class Mamba2Backbone(nn.Module):
-    """A stack of (bidirectional) Mamba-2 layers."""
+    """A stack of (bidirectional) Mamba-2 layers.
+
+    ``forward(x, all_layers=True)`` returns the list of every layer's output.
+    """
 
     def __init__(self, d_model, n_layers, bidirectional=True, dropout=0.1, **mixer_kwargs):
         super().__init__()
@@ -138,19 +148,21 @@ class Mamba2Backbone(nn.Module):
             for _ in range(n_layers)
         )
 
-    def forward(self, x):
+    def forward(self, x, all_layers=False):
+        outputs = []
         for layer in self.layers:
             x = layer(x)
-        return x
+            outputs.append(x)
+        return outputs if all_layers else x
 
 
 class ProjectionHead(nn.Module):
-    """``d -> 4d -> d -> p`` MLP with LayerNorm and GELU, L2-normalised output."""
+    """``r -> 4d -> d -> p`` MLP with LayerNorm and GELU, L2-normalised output."""
 
-    def __init__(self, d_model, proj_dim, dropout=0.1):
+    def __init__(self, embedding_dim, d_model, proj_dim, dropout=0.1):
         super().__init__()
         self.mlp = nn.Sequential(
-            nn.Linear(d_model, 4 * d_model), nn.LayerNorm(4 * d_model), nn.GELU(), nn.Dropout(dropout),
+            nn.Linear(embedding_dim, 4 * d_model), nn.LayerNorm(4 * d_model), nn.GELU(), nn.Dropout(dropout),
             nn.Linear(4 * d_model, d_model), nn.LayerNorm(d_model), nn.GELU(), nn.Dropout(dropout),
             nn.Linear(d_model, proj_dim),
         )
@@ -182,9 +194,13 @@ class WearableModel(nn.Module):
     day_context : bool, default=False
         Each hour's token also reads the same hour one day before and after
         (see :class:`HourlyTokenizer`).
-    pooling : {"mean", "masked_mean"}, default="mean"
+    pooling : {"mean", "masked_mean", "layer_mean"}, default="mean"
         ``"masked_mean"`` averages only the hours with at least one
-        observation (all hours when there are none).
+        observation (all hours when there are none). ``"layer_mean"``
+        concatenates the mean over hours of the tokenizer's output and of
+        each backbone layer's output, an embedding of
+        ``(n_layers + 1) * d_model`` values that keeps what the early layers
+        hold and the last one has mixed away.
     temperature : float, default=0.1
     koleo_weight : float, default=0.0
     augment : dict or None
@@ -222,9 +238,11 @@ class WearableModel(nn.Module):
             raise ValueError(f"mask_fraction={mask_fraction!r}; expected a share of hours in [0, 1).")
         if not visible_weight >= 0.0:
             raise ValueError(f"visible_weight={visible_weight!r}; expected a weight >= 0.")
-        if pooling not in ("mean", "masked_mean"):
-            raise ValueError(f"pooling={pooling!r}; expected 'mean' or 'masked_mean'.")
+        if pooling not in ("mean", "masked_mean", "layer_mean"):
+            raise ValueError(f"pooling={pooling!r}; expected 'mean', 'masked_mean' or 'layer_mean'.")
         self.pooling = pooling
+        #: Width of :meth:`embed`'s output.
+        self.embedding_dim = d_model * (n_layers + 1 if pooling == "layer_mean" else 1)
         self.objective = objective
         self.mask_fraction = mask_fraction
         self.visible_weight = float(visible_weight)
@@ -243,7 +261,7 @@ class WearableModel(nn.Module):
         else:
             self.backbone = TransformerBackbone(d_model, n_layers, n_heads, n_timesteps, bidirectional, dropout)
         if objective == "infonce":
-            self.head = ProjectionHead(d_model, proj_dim, dropout)
+            self.head = ProjectionHead(self.embedding_dim, d_model, proj_dim, dropout)
         else:
             self.reconstruction = nn.Linear(d_model, n_channels)
 
@@ -256,9 +274,13 @@ class WearableModel(nn.Module):
         return torch.where(missing, torch.zeros_like(z), z.clamp(-20, 20)), missing
 
     def embed(self, weeks):
-        """Week embeddings ``r`` of shape ``(batch, d_model)`` from raw weeks with NaN."""
+        """Week embeddings ``r`` of shape ``(batch, embedding_dim)`` from raw weeks with NaN."""
         z, missing = self.normalize(weeks)
-        tokens = self.backbone(self.tokenizer(z, missing))
+        tokens = self.tokenizer(z, missing)
+        if self.pooling == "layer_mean":
+            layers = [tokens, *self.backbone(tokens, all_layers=True)]
+            return torch.cat([layer.mean(1) for layer in layers], dim=-1)
+        tokens = self.backbone(tokens)
         if self.pooling == "masked_mean":
             observed = (~missing.all(dim=-1)).to(tokens.dtype).unsqueeze(-1)
             observed = torch.where(observed.sum(1, keepdim=True) > 0, observed, torch.ones_like(observed))

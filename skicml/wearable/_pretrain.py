@@ -47,6 +47,8 @@ def build_parser():
                         help="masked objective: weight of reconstructing the hours shown")
     parser.add_argument("--day-context", action="store_true",
                         help="tokens also read the same hour a day before and after")
+    parser.add_argument("--pooling", default="mean", choices=["mean", "masked_mean", "layer_mean"],
+                        help="how hourly tokens become the week embedding")
     parser.add_argument("--positive-pairs", default="augment", choices=["augment", "participant"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-people", type=int, default=600, help="people in the held-out probe cohort")
@@ -93,7 +95,7 @@ def main(argv=None):
         backbone=args.backbone, d_model=args.d_model, n_layers=args.n_layers, dropout=args.dropout,
         max_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
         objective=args.objective, visible_weight=args.visible_weight, day_context=args.day_context,
-        positive_pairs=args.positive_pairs,
+        pooling=args.pooling, positive_pairs=args.positive_pairs,
         checkpoint_dir=args.checkpoint_dir,
         device="auto", random_state=args.seed, verbose=0 if args.quiet else 1,
     )

@@ -137,22 +137,39 @@ def test_training_reduces_the_loss_without_collapse():
     assert effective_rank > Z.shape[1] / 4
 
 
-@pytest.mark.parametrize("visible_weight, day_context", [(0.0, False), (1.0, True)])
-def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight, day_context):
+@pytest.mark.parametrize("visible_weight, day_context, pooling",
+                         [(0.0, False, "mean"), (1.0, True, "layer_mean")])
+def test_masked_objective_trains_and_round_trips(tmp_path, visible_weight, day_context, pooling):
     X, *_ = make_wearable_cohort(n_people=32, n_weeks=2, random_state=1)
     encoder = WearableEncoder(**dict(TINY, objective="masked", visible_weight=visible_weight,
-                                     day_context=day_context, max_epochs=6, lr=3e-3)).fit(X)
+                                     day_context=day_context, pooling=pooling, max_epochs=6, lr=3e-3)).fit(X)
     assert encoder.module_.visible_weight == visible_weight
     assert encoder.module_.tokenizer.day_context == day_context
     assert encoder.history_[-1] < 0.9 * encoder.history_[0]
     Z = encoder.transform(X)
+    width = 16 * (2 if pooling == "layer_mean" else 1)  # tokenizer + one layer
+    assert Z.shape == (len(X), width) == (len(X), encoder.embedding_dim_)
+    assert len(encoder.get_feature_names_out()) == width
     assert np.isfinite(Z).all() and (Z.std(axis=0) > 1e-3).all()
     encoder.save(tmp_path / "masked.pt")
     loaded = WearableEncoder(pretrained=str(tmp_path / "masked.pt")).fit(X)
     assert loaded.config_["objective"] == "masked"
     assert loaded.config_["visible_weight"] == visible_weight
     assert loaded.config_["day_context"] == day_context
+    assert loaded.config_["pooling"] == pooling and loaded.embedding_dim_ == width
     np.testing.assert_array_equal(loaded.transform(X), Z)
+
+
+def test_pooling_is_not_part_of_the_masked_objective(cohort):
+    # The recipe of a shipped layer_mean encoder relies on this: the same
+    # seed trains the same weights whatever the readout.
+    params = dict(TINY, objective="masked", visible_weight=1.0, max_epochs=1)
+    mean = WearableEncoder(**params).fit(cohort[0])
+    layers = WearableEncoder(**dict(params, pooling="layer_mean")).fit(cohort[0])
+    assert mean.history_ == layers.history_
+    for name, tensor in mean.module_.state_dict().items():
+        torch.testing.assert_close(layers.module_.state_dict()[name], tensor, rtol=0, atol=0)
+    np.testing.assert_array_equal(layers.transform(cohort[0])[:, -16:], mean.transform(cohort[0]))
 
 
 def test_masked_objective_has_no_positive_pairs(cohort):

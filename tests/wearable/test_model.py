@@ -79,7 +79,7 @@ def test_missing_cells_reach_the_tokenizer_as_zeros():
     assert seen["missing"].equal(torch.isnan(weeks))
 
 
-@pytest.mark.parametrize("pooling", ["mean", "masked_mean"])
+@pytest.mark.parametrize("pooling", ["mean", "masked_mean", "layer_mean"])
 def test_all_missing_week_has_a_finite_embedding(pooling):
     model = WearableModel(3, 48, d_model=8, n_layers=1, head_dim=8, pooling=pooling).eval()
     weeks = torch.full((2, 48, 3), float("nan"))
@@ -93,6 +93,31 @@ def test_masked_mean_ignores_empty_hours():
     weeks[:, 5:] = float("nan")
     tokens = model.backbone(model.tokenizer(*_normalised(model, weeks)))
     torch.testing.assert_close(model.embed(weeks), tokens[:, :5].mean(1))
+
+
+@pytest.mark.parametrize("backbone", ["mamba2", "transformer"])
+def test_layer_mean_puts_every_layer_mean_side_by_side(backbone):
+    torch.manual_seed(0)
+    model = WearableModel(3, 48, backbone=backbone, d_model=8, n_layers=2, head_dim=8,
+                          pooling="layer_mean").eval()
+    weeks = _weeks()
+    tokens = model.tokenizer(*model.normalize(weeks))
+    first = model.backbone.layers[0](tokens + model.backbone.position if backbone == "transformer" else tokens)
+    second = model.backbone.layers[1](first)
+    embedding = model.embed(weeks)
+    assert model.embedding_dim == 24 and embedding.shape == (4, 24)
+    torch.testing.assert_close(embedding, torch.cat([tokens.mean(1), first.mean(1), second.mean(1)], -1))
+    # The last block is what pooling="mean" returns from the same weights.
+    model.pooling = "mean"
+    torch.testing.assert_close(model.embed(weeks), embedding[:, 16:])
+
+
+def test_contrastive_head_reads_the_layer_mean_embedding():
+    torch.manual_seed(0)
+    model = WearableModel(3, 48, d_model=8, n_layers=1, head_dim=8, proj_dim=4, pooling="layer_mean")
+    loss = model(_weeks())
+    loss.backward()
+    assert model.head.mlp[0].in_features == 16 and torch.isfinite(loss)
 
 
 def _normalised(model, weeks):
