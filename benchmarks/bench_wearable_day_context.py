@@ -18,8 +18,9 @@ with two bidirectional Mamba-2 layers:
   (``--frozen-epochs``; 0 leaves the column out);
 - ``masked-day-layers``: the ``masked-day`` encoder read out differently,
   its embedding the mean over hours of the tokenizer output and of every
-  backbone layer's output, side by side (3 x 128 values; an experiment of
-  this script, not an option of the library).
+  backbone layer's output, side by side (3 x 128 values), what
+  ``pooling="layer_mean"`` computes. Pooling is not part of the masked
+  loss, so one pretrained network gives both columns.
 
 Pretraining on ``make_wearable_cohort(n_people=--people, n_weeks=4,
 random_state=0)``; probes with :func:`evaluate_probes` on 1,000 other people
@@ -33,7 +34,6 @@ once, on effect size 1.
 import argparse
 import time
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -65,22 +65,6 @@ def pretrain(X, frozen_tokenizer=False, **params):
     return encoder
 
 
-def layer_readout(encoder, X, batch_size=256):
-    """Mean over hours of the tokenizer output and of every backbone layer's output, side by side."""
-    module = encoder.module_.eval()
-    out = []
-    with torch.inference_mode():
-        for start in range(0, len(X), batch_size):
-            weeks = torch.as_tensor(X[start:start + batch_size], dtype=torch.float32)
-            tokens = module.tokenizer(*module.normalize(weeks))
-            pooled = [tokens.mean(1)]
-            for layer in module.backbone.layers:
-                tokens = layer(tokens)
-                pooled.append(tokens.mean(1))
-            out.append(torch.cat(pooled, -1).numpy())
-    return np.concatenate(out)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=1000, help="people in the pretraining cohort")
@@ -97,7 +81,9 @@ def main():
         "untrained": pretrain(X_pretrain, max_epochs=0),
         "untrained-day": pretrain(X_pretrain, max_epochs=0, day_context=True),
         "masked": pretrain(X_pretrain, max_epochs=args.epochs),
-        "masked-day": pretrain(X_pretrain, max_epochs=args.epochs, day_context=True),
+        # Read out from every layer; its last d_model columns are the mean-pooled embedding.
+        "masked-day-layers": pretrain(X_pretrain, max_epochs=args.epochs, day_context=True,
+                                      pooling="layer_mean"),
     }
     if args.frozen_epochs:
         encoders["masked-day-frozen"] = pretrain(
@@ -112,7 +98,8 @@ def main():
         labels, groups = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
         features = {"summary": summary.transform(X)}
         features.update({name: encoder.transform(X) for name, encoder in encoders.items()})
-        features["masked-day-layers"] = layer_readout(encoders["masked-day"], X)
+        features["masked-day"] = features["masked-day-layers"][:, -encoders["masked"].embedding_dim_:]
+        features["masked-day-layers"] = features.pop("masked-day-layers")  # last column, as recorded
         table = pd.DataFrame({
             name: evaluate_probes(F, labels, groups).set_index("task")["score"] for name, F in features.items()
         })

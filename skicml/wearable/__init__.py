@@ -21,8 +21,9 @@ register_weights(
     "wearable-core-small",
     "skicml.wearable",
     "_weights/wearable_core_small.pt",
-    sha256="b07f727e0752c64f8da47416287b750e18fe6cec4ca01b3e1f89d004e97e6d5b",
-    description="Wearable encoder (bidirectional Mamba-2, width 128, 0.77M parameters) pretrained "
-                "by masked reconstruction of hidden and shown hours on 8,000 synthetic weeks of the "
-                "12 core variables",
+    sha256="00527ef65983e6dae31fabe78cd66d707e7dcc0f89541f70fcfca32f1e35f225",
+    description="Wearable encoder (bidirectional Mamba-2, width 128, day-context tokens, 0.78M "
+                "parameters, 384-d embedding read from every layer) pretrained by masked "
+                "reconstruction of hidden and shown hours on 8,000 synthetic weeks of the 12 core "
+                "variables",
 )

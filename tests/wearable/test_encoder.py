@@ -215,7 +215,8 @@ def test_shipped_encoder_is_frozen_and_documented(cohort):
     payload = load_weights("wearable-core-small")
     for name, tensor in encoder.module_.state_dict().items():
         torch.testing.assert_close(tensor, payload["state_dict"][name], rtol=0, atol=0)
-    assert encoder.history_ == [] and encoder.embedding_dim_ == 128
+    assert encoder.history_ == [] and encoder.embedding_dim_ == 3 * 128  # layer_mean over 2 layers
+    assert encoder.config_["day_context"] and encoder.config_["pooling"] == "layer_mean"
     assert encoder.provenance_["epochs"] >= 1 and "probe_scores" in encoder.provenance_
     assert np.isfinite(encoder.transform(cohort[0])).all()
 
