@@ -5,7 +5,12 @@ Probes the labels of the evaluation cohort of ``bench_wearable_probes.py``
 :class:`WeeklySummaryFeatures` restricted to one variable at a time, then to
 one statistic at a time, through the same :func:`evaluate_probes` protocol.
 A label that one variable's statistics already predict near the full set is
-a level shift of that variable, which no encoder can beat by much.
+a level shift of that variable, which no encoder can beat by much. Two more
+rows compare the statistics with what a mean over hourly tokens holds: the
+per-variable mean and standard deviation over observed hours together, and
+``hour-means of inputs``, the mean over all 168 hours of each variable's
+z-score (0 where missing) and of its observed bit, which is all that a mean
+over tokens linear in the hour's values and mask could hand a linear probe.
 
     python benchmarks/bench_wearable_baseline_features.py
 """
@@ -37,11 +42,17 @@ def main():
     subsets = {"all statistics": np.ones(features.shape[1], bool)}
     subsets.update({f"only {name}": variable_of == name for name in names})
     subsets.update({f"only {stat}": statistic_of == stat for stat in _STATISTICS})
+    subsets["mean and std"] = np.isin(statistic_of, ["mean", "std"])
+    subsets["all but std"] = statistic_of != "std"
+    candidates = {subset: features[:, columns] for subset, columns in subsets.items()}
+    observed = ~np.isnan(X)
+    z = np.where(observed, (X - np.nanmean(X, axis=(0, 1))) / np.nanstd(X, axis=(0, 1)), 0.0)
+    candidates["hour-means of inputs"] = np.hstack([z.mean(axis=1), observed.mean(axis=1)])
     table = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence warnings of the tiny subsets
-        for subset, columns in subsets.items():
-            table[subset] = evaluate_probes(features[:, columns], labels, people).set_index("task")["score"]
+        for subset, F in candidates.items():
+            table[subset] = evaluate_probes(F, labels, people).set_index("task")["score"]
     print("AUROC (MAE in hours for sleep_duration) of linear probes on subsets of the summary statistics")
     print(pd.DataFrame(table).T.round(3).to_string())
 
