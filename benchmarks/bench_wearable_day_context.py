@@ -98,7 +98,8 @@ def main():
         labels, groups = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
         features = {"summary": summary.transform(X)}
         features.update({name: encoder.transform(X) for name, encoder in encoders.items()})
-        features["masked-day"] = features["masked-day-layers"][:, -encoders["masked"].embedding_dim_:]
+        d_model = encoders["masked-day-layers"].config_["d_model"]
+        features["masked-day"] = features["masked-day-layers"][:, -d_model:]
         features["masked-day-layers"] = features.pop("masked-day-layers")  # last column, as recorded
         table = pd.DataFrame({
             name: evaluate_probes(F, labels, groups).set_index("task")["score"] for name, F in features.items()

@@ -49,6 +49,9 @@ DEFAULT_AUGMENT = {
 
 HOURS_PER_DAY = 24
 
+#: The ways hourly tokens become a week embedding (see :class:`WearableModel`).
+POOLINGS = ("mean", "masked_mean", "layer_mean")
+
 
 class HourlyTokenizer(nn.Module):
     """One token per hour from the hour's values and missingness bits (the paper's TST).
@@ -238,8 +241,8 @@ class WearableModel(nn.Module):
             raise ValueError(f"mask_fraction={mask_fraction!r}; expected a share of hours in [0, 1).")
         if not visible_weight >= 0.0:
             raise ValueError(f"visible_weight={visible_weight!r}; expected a weight >= 0.")
-        if pooling not in ("mean", "masked_mean", "layer_mean"):
-            raise ValueError(f"pooling={pooling!r}; expected 'mean', 'masked_mean' or 'layer_mean'.")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}; expected one of {', '.join(map(repr, POOLINGS))}.")
         self.pooling = pooling
         #: Width of :meth:`embed`'s output.
         self.embedding_dim = d_model * (n_layers + 1 if pooling == "layer_mean" else 1)

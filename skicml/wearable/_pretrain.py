@@ -23,6 +23,7 @@ from ..datasets import make_wearable_cohort, wearable_variables
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
+from ._model import POOLINGS
 
 __all__ = ["main", "probe_report", "week_labels"]
 
@@ -47,7 +48,7 @@ def build_parser():
                         help="masked objective: weight of reconstructing the hours shown")
     parser.add_argument("--day-context", action="store_true",
                         help="tokens also read the same hour a day before and after")
-    parser.add_argument("--pooling", default="mean", choices=["mean", "masked_mean", "layer_mean"],
+    parser.add_argument("--pooling", default="mean", choices=POOLINGS,
                         help="how hourly tokens become the week embedding")
     parser.add_argument("--positive-pairs", default="augment", choices=["augment", "participant"])
     parser.add_argument("--seed", type=int, default=0)
