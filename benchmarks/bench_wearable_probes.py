@@ -20,7 +20,10 @@ then one probe per health label scored on people never seen by the probe
 The pretraining and evaluation cohorts are drawn with different seeds, so the
 evaluation people are new to every encoder. Prints AUROC (binary labels) and
 MAE with R² (sleep duration) per label, pretraining time and transform
-throughput, then the win count of each encoder against ``summary+LR``.
+throughput, then each contender's gain over ``summary+LR`` with a paired
+person-level bootstrap interval (the same people resampled for both), and
+its wins: a win where the gain is positive, a clear one where the whole
+interval is.
 
     python benchmarks/bench_wearable_probes.py                 # the recorded run
     python benchmarks/bench_wearable_probes.py --quick         # smoke test
@@ -49,6 +52,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pretrained", default="wearable-core-small",
                         help="the encoder to probe: a shipped name or a file written by WearableEncoder.save")
+    parser.add_argument("--bootstraps", type=int, default=1000,
+                        help="draws of the paired person-level bootstrap behind the intervals")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -92,14 +97,19 @@ def main():
         features[backbone] = encoder.transform(X)
         timing[backbone] = (fit_seconds, len(X) / (time.perf_counter() - start))
 
-    scores, metrics, r2 = {}, None, {}
+    baseline = features["summary+LR"]
+    scores, r2, gains = {}, {}, {}
     for name, F in features.items():
-        report = evaluate_probes(F, labels, groups).set_index("task")
+        report = evaluate_probes(
+            F, labels, groups, baseline=None if name == "summary+LR" else baseline, n_bootstraps=args.bootstraps
+        ).set_index("task")
         scores[name] = report["score"]
         r2[name] = report.loc["sleep_duration", "r2"]
         metrics = report["metric"]
+        if name != "summary+LR":
+            gains[name] = report[["gain", "gain_ci_low", "gain_ci_high"]]
     hgb = evaluate_probes(
-        features["summary+LR"], labels, groups,
+        baseline, labels, groups,
         classifier=HistGradientBoostingClassifier(random_state=0),
         regressor=HistGradientBoostingRegressor(random_state=0),
     )
@@ -110,16 +120,20 @@ def main():
     print(table.round(3).to_string())
     print("\nR² of sleep_duration:", {k: round(v, 3) for k, v in r2.items()})
 
-    print("\nEncoder wins against summary+LR (AUROC higher, MAE lower):")
-    baseline = table["summary+LR"]
-    for name in ("wbm-shipped", "untrained", "mamba2", "transformer", "wbm+sensor", "summary+HGB"):
-        better = [
-            task for task in table.index
-            if np.isfinite(table.loc[task, name])
-            and (table.loc[task, name] < baseline[task]) == (metrics[task] == "mae")
-            and table.loc[task, name] != baseline[task]
-        ]
-        print(f"  {name:12s} {len(better)}/{len(table)}: {', '.join(better)}")
+    print(f"\nGain over summary+LR, paired person-level bootstrap ({args.bootstraps} draws), "
+          "gain [95% interval]; positive is better (AUROC up, MAE down):")
+    print(pd.DataFrame({
+        name: [f"{g:+.3f} [{lo:+.3f}, {hi:+.3f}]" for g, lo, hi in gain.to_numpy()]
+        for name, gain in gains.items()
+    }, index=table.index).to_string())
+
+    print("\nAgainst summary+LR: wins (point estimate), clear wins and clear losses (interval beside 0):")
+    for name, gain in gains.items():
+        wins = list(gain.index[gain["gain"] > 0])
+        clear = list(gain.index[gain["gain_ci_low"] > 0])
+        lost = list(gain.index[gain["gain_ci_high"] < 0])
+        print(f"  {name:12s} {len(wins)}/{len(gain)} wins; clear wins: {', '.join(clear) or '-'}; "
+              f"clear losses: {', '.join(lost) or '-'}")
 
     print("\nPretraining time and transform throughput (2 threads):")
     for name, (fit_seconds, rate) in timing.items():

@@ -4,17 +4,18 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.metrics import mean_absolute_error, r2_score, roc_auc_score
+from sklearn.metrics import mean_absolute_error, r2_score
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 __all__ = ["evaluate_probes"]
 
 
-def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", classifier=None,
-                    regressor=None, random_state=0):
+def evaluate_probes(embeddings, labels, groups, *, baseline=None, n_splits=5, static="auto",
+                    classifier=None, regressor=None, n_bootstraps=0, confidence=0.95, random_state=0):
     """Linear probes of each label on frozen week embeddings, split by person.
 
     Binary labels get a logistic-regression probe scored by AUROC; numeric
@@ -34,6 +35,11 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", cl
         without that label (it is left out of that task).
     groups : array-like of shape (n_weeks,)
         The person of each week.
+    baseline : array-like of shape (n_weeks, n_baseline_features), default=None
+        Features to compare against, e.g. :class:`WeeklySummaryFeatures`.
+        They go through the same probes on the same folds, and the report
+        gains the baseline's score and the paired ``gain`` of ``embeddings``
+        over it.
     n_splits : int, default=5
         Folds of the person-level cross-validation.
     static : "auto" or list of str, default="auto"
@@ -43,17 +49,30 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", cl
         The probes of binary and numeric labels (cloned per fold). ``None``
         is the paper's linear probe: standardisation then
         LogisticRegression, or RidgeCV.
+    n_bootstraps : int, default=0
+        Draws of the person-level bootstrap behind the confidence intervals
+        (0: no intervals). Each draw resamples the people of every test fold
+        with replacement, keeping all of a person's weeks together, and
+        recomputes the mean score over folds from the same out-of-fold
+        predictions; with ``baseline``, the same people are drawn for both,
+        so the interval of ``gain`` is paired.
+    confidence : float, default=0.95
+        Coverage of the percentile intervals.
     random_state : int, default=0
-        Shuffles the assignment of people to folds.
+        Shuffles the assignment of people to folds and seeds the bootstrap.
 
     Returns
     -------
     DataFrame
         One row per task with ``task``, ``level`` ("person" or "week"),
         ``metric`` ("roc_auc" or "mae"), ``score`` and ``score_std`` (mean and
-        standard deviation over folds), ``r2`` (numeric tasks), ``n_people``,
-        ``n_samples`` and ``prevalence`` (binary tasks), which the paper's
-        reviewers asked for.
+        standard deviation over folds), ``ci_low`` and ``ci_high`` (the
+        bootstrap interval of ``score``, NaN without bootstrap), ``r2``
+        (numeric tasks), ``n_people``, ``n_samples`` and ``prevalence``
+        (binary tasks), which the paper's reviewers asked for. With
+        ``baseline`` also ``baseline_score``, ``gain`` (how much better
+        ``embeddings`` score: AUROC above the baseline's, or MAE below it)
+        and ``gain_ci_low``, ``gain_ci_high``.
 
     Examples
     --------
@@ -66,18 +85,31 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", cl
     >>> evaluate_probes(embeddings, {"label": y}, groups)[["task", "level", "metric"]]
         task   level   metric
     0  label  person  roc_auc
+    >>> report = evaluate_probes(embeddings, {"label": y}, groups, baseline=rng.normal(size=(120, 4)),
+    ...                          n_bootstraps=200)
+    >>> bool(report.loc[0, "gain_ci_low"] > 0)
+    True
     """
     embeddings = check_array(embeddings, dtype=np.float64, input_name="embeddings")
     groups = np.asarray(groups)
     if groups.shape != (len(embeddings),):
         raise ValueError(f"groups must have one entry per embedding row ({len(embeddings)}); got {groups.shape}.")
+    if baseline is not None:
+        baseline = check_array(baseline, dtype=np.float64, input_name="baseline")
+        if len(baseline) != len(embeddings):
+            raise ValueError(f"baseline has {len(baseline)} rows for {len(embeddings)} embeddings.")
     if isinstance(labels, dict):
         labels = pd.DataFrame(labels)
     elif not isinstance(labels, pd.DataFrame):
         labels = pd.DataFrame({"label": np.asarray(labels)})
     if len(labels) != len(embeddings):
         raise ValueError(f"labels have {len(labels)} rows for {len(embeddings)} embeddings.")
+    if int(n_bootstraps) != n_bootstraps or n_bootstraps < 0:
+        raise ValueError(f"n_bootstraps={n_bootstraps!r}; expected a whole number of draws >= 0.")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence!r}; expected a coverage in (0, 1).")
     labels = labels.reset_index(drop=True)
+    rng = check_random_state(random_state)
 
     rows = []
     for task in labels.columns:
@@ -87,19 +119,22 @@ def evaluate_probes(embeddings, labels, groups, *, n_splits=5, static="auto", cl
         is_static = (
             frame.groupby("group")["y"].nunique().max() <= 1 if static == "auto" else task in static
         )
+        features = [embeddings] if baseline is None else [embeddings, baseline]
         if is_static:
-            pooled = pd.DataFrame(embeddings[keep]).groupby(groups[keep], sort=True).mean()
-            X_task = pooled.to_numpy()
+            features = [pd.DataFrame(F[keep]).groupby(groups[keep], sort=True).mean() for F in features]
+            g_task = features[0].index.to_numpy()
+            features = [F.to_numpy() for F in features]
             y_task = frame.groupby("group", sort=True)["y"].first().to_numpy()
-            g_task = pooled.index.to_numpy()
         else:
-            X_task, y_task, g_task = embeddings[keep], y[keep], groups[keep]
-        rows.append(_probe(task, X_task, y_task, g_task, "person" if is_static else "week",
-                           n_splits, classifier, regressor, random_state))
+            features, y_task, g_task = [F[keep] for F in features], y[keep], groups[keep]
+        level = "person" if is_static else "week"
+        rows.append(_probe(task, features, y_task, g_task, level, n_splits, classifier, regressor,
+                           random_state, int(n_bootstraps), confidence, rng))
     return pd.DataFrame(rows)
 
 
-def _probe(task, X, y, groups, level, n_splits, classifier, regressor, random_state):
+def _probe(task, features, y, groups, level, n_splits, classifier, regressor, random_state,
+           n_bootstraps, confidence, rng):
     binary = set(np.unique(y)) <= {0.0, 1.0}
     n_people = len(np.unique(groups))
     if n_people < n_splits:
@@ -108,25 +143,80 @@ def _probe(task, X, y, groups, level, n_splits, classifier, regressor, random_st
         probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)) if classifier is None else classifier
     else:
         probe = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))) if regressor is None else regressor
-    probe = clone(probe)
     splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-    scores, r2 = [], []
-    for train, test in splitter.split(X, y, groups):
-        if binary and (len(np.unique(y[train])) < 2 or len(np.unique(y[test])) < 2):
-            continue  # a fold without both classes has no AUROC
-        probe.fit(X[train], y[train])
-        if binary:
-            scores.append(roc_auc_score(y[test], probe.predict_proba(X[test])[:, 1]))
-        else:
-            prediction = probe.predict(X[test])
-            scores.append(mean_absolute_error(y[test], prediction))
-            r2.append(r2_score(y[test], prediction))
-    if not scores:
+    # A fold without both classes has no AUROC.
+    folds = [test for _, test in splitter.split(y, y, groups)
+             if not binary or len(np.unique(y[test])) == 2 == len(np.unique(np.delete(y, test)))]
+    if not folds:
         raise ValueError(f"Task {task!r}: no fold has both classes; it has too few positive people.")
-    return {
-        "task": task, "level": level, "metric": "roc_auc" if binary else "mae",
-        "score": float(np.mean(scores)), "score_std": float(np.std(scores)),
-        "r2": float(np.mean(r2)) if r2 else np.nan,
-        "n_people": n_people, "n_samples": len(y),
-        "prevalence": float(np.mean(y)) if binary else np.nan,
-    }
+    metric = _auroc if binary else mean_absolute_error
+    predictions = [_out_of_fold(clone(probe), X, y, folds, binary) for X in features]
+    scores = [np.array([metric(y[test], p[test]) for test in folds]) for p in predictions]
+    row = {"task": task, "level": level, "metric": "roc_auc" if binary else "mae",
+           "score": float(scores[0].mean()), "score_std": float(scores[0].std()),
+           "ci_low": np.nan, "ci_high": np.nan,
+           "r2": float(np.mean([r2_score(y[test], predictions[0][test]) for test in folds])) if not binary else np.nan,
+           "n_people": n_people, "n_samples": len(y), "prevalence": float(np.mean(y)) if binary else np.nan}
+    sign = 1.0 if binary else -1.0
+    if len(features) == 2:
+        row["baseline_score"] = float(scores[1].mean())
+        row["gain"] = sign * (row["score"] - row["baseline_score"])
+        row["gain_ci_low"] = row["gain_ci_high"] = np.nan
+    if n_bootstraps:
+        draws = _bootstrap_scores(y, groups, folds, predictions, binary, n_bootstraps, rng)
+        tails = 100 * np.array([(1 - confidence) / 2, (1 + confidence) / 2])
+        row["ci_low"], row["ci_high"] = map(float, np.nanpercentile(draws[0], tails))
+        if len(features) == 2:
+            row["gain_ci_low"], row["gain_ci_high"] = map(float, np.nanpercentile(sign * (draws[0] - draws[1]), tails))
+    return row
+
+
+def _out_of_fold(probe, X, y, folds, binary):
+    prediction = np.full(len(y), np.nan)
+    for test in folds:
+        train = np.setdiff1d(np.arange(len(y)), test)
+        probe.fit(X[train], y[train])
+        prediction[test] = probe.predict_proba(X[test])[:, 1] if binary else probe.predict(X[test])
+    return prediction
+
+
+def _bootstrap_scores(y, groups, folds, predictions, binary, n_bootstraps, rng):
+    """Fold-mean scores of each prediction under ``n_bootstraps`` person-level
+    resamples of every test fold, shape ``(len(predictions), n_bootstraps)``.
+
+    A draw gives each test person a count (multinomial over the fold's
+    people), and every week of that person weighs that count; the same
+    counts serve every prediction, which pairs the draws."""
+    totals = np.zeros((len(predictions), n_bootstraps))
+    n_scored = np.zeros((len(predictions), n_bootstraps))
+    for test in folds:
+        people, person_of_row = np.unique(groups[test], return_inverse=True)
+        counts = rng.multinomial(len(people), np.full(len(people), 1.0 / len(people)), size=n_bootstraps)
+        weights = counts[:, person_of_row].astype(float)
+        for k, prediction in enumerate(predictions):
+            if binary:
+                score = _weighted_auroc(y[test], prediction[test], weights)
+            else:
+                score = weights @ np.abs(y[test] - prediction[test]) / weights.sum(1)
+            finite = np.isfinite(score)
+            totals[k] += np.where(finite, score, 0.0)
+            n_scored[k] += finite
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return totals / n_scored
+
+
+def _weighted_auroc(y, score, weights):
+    """AUROC of ``score`` for each row of sample ``weights`` (shape (n_draws, n)),
+    ties counted as half; NaN for a draw without both classes."""
+    order = np.argsort(score, kind="stable")
+    y, score, weights = y[order], score[order], weights[:, order]
+    starts = np.flatnonzero(np.r_[True, score[1:] != score[:-1]])
+    positives = np.add.reduceat(weights * y, starts, axis=1)
+    negatives = np.add.reduceat(weights * (1.0 - y), starts, axis=1)
+    below = np.cumsum(negatives, axis=1) - negatives
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (positives * (below + 0.5 * negatives)).sum(1) / (positives.sum(1) * negatives.sum(1))
+
+
+def _auroc(y, score):
+    return float(_weighted_auroc(y, score, np.ones((1, len(y))))[0])

@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skicml.wearable import WeeklySummaryFeatures, evaluate_probes
 
@@ -80,3 +82,73 @@ def test_probe_input_errors():
         evaluate_probes(np.zeros((4, 2)), [0, 1, 0, 1], [0, 1])
     with pytest.raises(ValueError, match="fewer than n_splits"):
         evaluate_probes(np.zeros((4, 2)), [0, 1, 0, 1], [0, 1, 2, 3])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 40), st.booleans())
+def test_weighted_auroc_matches_sklearn_on_repeated_rows(seed, n, coarse):
+    from sklearn.metrics import roc_auc_score
+
+    from skicml.wearable._evaluation import _weighted_auroc
+
+    rng = np.random.default_rng(seed)
+    y = np.r_[0.0, 1.0, rng.integers(0, 2, n - 2)]
+    score = rng.integers(0, 3, n).astype(float) if coarse else rng.normal(size=n)  # coarse: many ties
+    counts = rng.integers(0, 4, (3, n))
+    counts[:, :2] = np.maximum(counts[:, :2], 1)  # every draw keeps both classes
+    auroc = _weighted_auroc(y, score, counts.astype(float))
+    for draw, weights in zip(auroc, counts):
+        expected = roc_auc_score(np.repeat(y, weights), np.repeat(score, weights))
+        assert abs(draw - expected) < 1e-12
+
+
+def _planted(seed=0, n_people=120):
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_people), 3)
+    static = (groups % 2).astype(float)
+    weekly = rng.normal(size=len(groups))
+    signal = np.column_stack([static + 1.0 * rng.normal(size=len(groups)), weekly])
+    labels = pd.DataFrame({"static": static, "weekly": weekly + 0.3 * rng.normal(size=len(groups))})
+    return signal, labels, groups, rng
+
+
+def test_bootstrap_interval_brackets_the_score_and_is_reproducible():
+    embeddings, labels, groups, _ = _planted()
+    report = evaluate_probes(embeddings, labels, groups, n_bootstraps=300).set_index("task")
+    assert (report["ci_low"] < report["score"]).all() and (report["score"] < report["ci_high"]).all()
+    again = evaluate_probes(embeddings, labels, groups, n_bootstraps=300).set_index("task")
+    pd.testing.assert_frame_equal(report, again)
+    plain = evaluate_probes(embeddings, labels, groups).set_index("task")
+    assert plain["ci_low"].isna().all()
+    np.testing.assert_allclose(plain["score"], report["score"])  # the bootstrap leaves the scores alone
+
+
+def test_gain_over_a_baseline_is_paired_and_signed_by_metric():
+    embeddings, labels, groups, rng = _planted()
+    noise = rng.normal(size=embeddings.shape)
+    report = evaluate_probes(embeddings, labels, groups, baseline=noise, n_bootstraps=300).set_index("task")
+    # Better is higher AUROC and lower MAE, and gain is positive for both.
+    assert report.loc["static", "gain"] == pytest.approx(report.loc["static", "score"] - report.loc["static", "baseline_score"])
+    assert report.loc["weekly", "gain"] == pytest.approx(report.loc["weekly", "baseline_score"] - report.loc["weekly", "score"])
+    assert (report["gain_ci_low"] > 0).all()
+    # Against itself the paired difference is exactly zero in every draw.
+    itself = evaluate_probes(embeddings, labels, groups, baseline=embeddings, n_bootstraps=100)
+    assert (itself[["gain", "gain_ci_low", "gain_ci_high"]].to_numpy() == 0).all()
+    reverse = evaluate_probes(noise, labels, groups, baseline=embeddings, n_bootstraps=300).set_index("task")
+    assert (reverse["gain_ci_high"] < 0).all()
+
+
+def test_bootstrap_input_errors():
+    embeddings, labels, groups, _ = _planted()
+    with pytest.raises(ValueError, match="baseline has 5 rows for 360 embeddings"):
+        evaluate_probes(embeddings, labels, groups, baseline=np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="n_bootstraps=-1"):
+        evaluate_probes(embeddings, labels, groups, n_bootstraps=-1)
+    with pytest.raises(ValueError, match="n_bootstraps=2.5"):
+        evaluate_probes(embeddings, labels, groups, n_bootstraps=2.5)
+    with pytest.raises(ValueError, match="confidence=1.0"):
+        evaluate_probes(embeddings, labels, groups, confidence=1.0)
+    baseline = np.zeros((360, 2))
+    baseline[0, 0] = np.nan
+    with pytest.raises(ValueError, match="baseline"):
+        evaluate_probes(embeddings, labels, groups, baseline=baseline)
