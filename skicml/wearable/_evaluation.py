@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.metrics import mean_absolute_error, r2_score
+from sklearn.metrics import mean_absolute_error, r2_score, roc_auc_score
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -145,17 +145,17 @@ def _probe(task, features, y, groups, level, n_splits, classifier, regressor, ra
         probe = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))) if regressor is None else regressor
     splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
     # A fold without both classes has no AUROC.
-    folds = [test for _, test in splitter.split(y, y, groups)
-             if not binary or len(np.unique(y[test])) == 2 == len(np.unique(np.delete(y, test)))]
+    folds = [(train, test) for train, test in splitter.split(y, y, groups)
+             if not binary or len(np.unique(y[test])) == 2 == len(np.unique(y[train]))]
     if not folds:
         raise ValueError(f"Task {task!r}: no fold has both classes; it has too few positive people.")
-    metric = _auroc if binary else mean_absolute_error
+    metric = roc_auc_score if binary else mean_absolute_error
     predictions = [_out_of_fold(clone(probe), X, y, folds, binary) for X in features]
-    scores = [np.array([metric(y[test], p[test]) for test in folds]) for p in predictions]
+    scores = [np.array([metric(y[test], p[test]) for _, test in folds]) for p in predictions]
     row = {"task": task, "level": level, "metric": "roc_auc" if binary else "mae",
            "score": float(scores[0].mean()), "score_std": float(scores[0].std()),
            "ci_low": np.nan, "ci_high": np.nan,
-           "r2": float(np.mean([r2_score(y[test], predictions[0][test]) for test in folds])) if not binary else np.nan,
+           "r2": float(np.mean([r2_score(y[test], predictions[0][test]) for _, test in folds])) if not binary else np.nan,
            "n_people": n_people, "n_samples": len(y), "prevalence": float(np.mean(y)) if binary else np.nan}
     sign = 1.0 if binary else -1.0
     if len(features) == 2:
@@ -173,8 +173,7 @@ def _probe(task, features, y, groups, level, n_splits, classifier, regressor, ra
 
 def _out_of_fold(probe, X, y, folds, binary):
     prediction = np.full(len(y), np.nan)
-    for test in folds:
-        train = np.setdiff1d(np.arange(len(y)), test)
+    for train, test in folds:
         probe.fit(X[train], y[train])
         prediction[test] = probe.predict_proba(X[test])[:, 1] if binary else probe.predict(X[test])
     return prediction
@@ -182,14 +181,14 @@ def _out_of_fold(probe, X, y, folds, binary):
 
 def _bootstrap_scores(y, groups, folds, predictions, binary, n_bootstraps, rng):
     """Fold-mean scores of each prediction under ``n_bootstraps`` person-level
-    resamples of every test fold, shape ``(len(predictions), n_bootstraps)``.
+    resamples of every test fold (``folds`` holds (train, test) pairs), shape ``(len(predictions), n_bootstraps)``.
 
     A draw gives each test person a count (multinomial over the fold's
     people), and every week of that person weighs that count; the same
     counts serve every prediction, which pairs the draws."""
     totals = np.zeros((len(predictions), n_bootstraps))
     n_scored = np.zeros((len(predictions), n_bootstraps))
-    for test in folds:
+    for _, test in folds:
         people, person_of_row = np.unique(groups[test], return_inverse=True)
         counts = rng.multinomial(len(people), np.full(len(people), 1.0 / len(people)), size=n_bootstraps)
         weights = counts[:, person_of_row].astype(float)
@@ -216,7 +215,3 @@ def _weighted_auroc(y, score, weights):
     below = np.cumsum(negatives, axis=1) - negatives
     with np.errstate(invalid="ignore", divide="ignore"):
         return (positives * (below + 0.5 * negatives)).sum(1) / (positives.sum(1) * negatives.sum(1))
-
-
-def _auroc(y, score):
-    return float(_weighted_auroc(y, score, np.ones((1, len(y))))[0])
