@@ -27,6 +27,7 @@ interval is.
 
     python benchmarks/bench_wearable_probes.py                 # the recorded run
     python benchmarks/bench_wearable_probes.py --quick         # smoke test
+    python benchmarks/bench_wearable_probes.py --eval-people 2000 --skip-pretraining
 """
 
 import argparse
@@ -54,6 +55,8 @@ def main():
                         help="the encoder to probe: a shipped name or a file written by WearableEncoder.save")
     parser.add_argument("--bootstraps", type=int, default=1000,
                         help="draws of the paired person-level bootstrap behind the intervals")
+    parser.add_argument("--skip-pretraining", action="store_true",
+                        help="leave out the encoders pretrained from scratch (mamba2, transformer)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -88,7 +91,7 @@ def main():
     untrained = WearableEncoder(**architecture, max_epochs=0, random_state=0).fit(X_pre)
     features["untrained"] = untrained.transform(X)
 
-    for backbone in ("mamba2", "transformer"):
+    for backbone in () if args.skip_pretraining else ("mamba2", "transformer"):
         encoder = WearableEncoder(backbone=backbone, max_epochs=args.epochs, random_state=0, verbose=1)
         start = time.perf_counter()
         encoder.fit(X_pre)
