@@ -43,9 +43,8 @@ def main():
         n_people=args.people, n_weeks=4, effect_size=args.effect_size, random_state=2024
     )
     labels, people = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
-    first_weeks = (meta["week"] == meta.groupby("person_id")["week"].transform("min")).to_numpy()
     print("positives (people for static labels, weeks for weekly ones):", {
-        task: int(labels[task][first_weeks if task in y_static else slice(None)].sum())
+        task: int((y_static if task in y_static else y_weekly)[task].sum())
         for task in labels.columns if task != "sleep_duration"
     })
     names = list(wearable_variables("core")["name"])
