@@ -31,7 +31,7 @@ import torch
 
 from skicml.graph import GraphGPTRegressor, as_graph_list
 from skicml.graph._chem import smiles_to_graphs
-from skicml.graph._pretrain import HARTREE_TO_EV, qm9_split
+from skicml.graph._graphgpt._pretrain import HARTREE_TO_EV, qm9_split
 
 
 def morgan_fingerprints(smiles, n_bits=2048):

@@ -24,12 +24,12 @@ __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 TOUR_MODULES: list = [
     "skicml.tabicl._tour",
     "skicml.wearable._tour",
-    "skicml.graph._tour",
+    "skicml.graph._graphgpt._tour",
 ]
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
 PRETRAIN_RECIPES: dict = {
-    "graphgpt": "skicml.graph._pretrain:main",
+    "graphgpt": "skicml.graph._graphgpt._pretrain:main",
     "tabicl": "skicml.tabicl._pretrain:main",
     "tiny-clip": "skicml.clip._pretrain:main",
     "wearable": "skicml.wearable._pretrain:main",

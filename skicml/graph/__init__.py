@@ -1,4 +1,8 @@
-"""GraphGPT: the Graph Eulerian Transformer (Zhao et al., ICML 2025).
+"""Graphs: GraphGPT, the Graph Eulerian Transformer (Zhao et al., ICML 2025).
+
+The domain's graph input (networkx graphs, PyG ``Data``, SMILES, adjacency
+rows) lives here at the root (``_graphs.py``, ``_chem.py``) and is shared by
+every graph method; each method has its own subpackage (``_graphgpt/``).
 
 - :class:`EulerTokenizer`: graphs to stacked token sequences along Eulerian
   walks, and back (lossless).
@@ -12,12 +16,19 @@
 The walks come from the ``skicml::euler_serialize`` custom op.
 """
 
-from .._weights import register_weights
-from ._encoder import GraphGPTEncoder
+from ._graphgpt import (
+    EulerTokenizer,
+    GraphGPTClassifier,
+    GraphGPTEncoder,
+    GraphGPTModel,
+    GraphGPTRegressor,
+    GraphPredictor,
+    MaskedTokenObjective,
+    NextTokenObjective,
+    mask_cells,
+    pad_sequences,
+)
 from ._graphs import Graph, as_graph_list
-from ._model import GraphGPTModel, GraphPredictor, MaskedTokenObjective, NextTokenObjective, mask_cells
-from ._supervised import GraphGPTClassifier, GraphGPTRegressor
-from ._tokenizer import EulerTokenizer, pad_sequences
 
 __all__ = [
     "EulerTokenizer",
@@ -33,11 +44,3 @@ __all__ = [
     "mask_cells",
     "pad_sequences",
 ]
-
-register_weights(
-    "graphgpt-qm9-small",
-    "skicml.graph",
-    "_weights/graphgpt_qm9_small.pt",
-    sha256="12fff0d9dc745898c5d6f6143f6cd87ff51f44cc98f2aa6986d6a3e9e792a8e5",
-    description="GraphGPT backbone (d=128, 4 layers) SMTP-pretrained on QM9 molecules",
-)

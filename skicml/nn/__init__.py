@@ -4,10 +4,12 @@ from .attention import InducedSelfAttentionBlock, MultiheadAttentionBlock, Packe
 from .mamba2 import BidirectionalMamba2Layer, Mamba2Mixer
 from .norm import RMSNorm
 from .rope import RotaryEmbedding
+from .transformer import LlamaBlock
 
 __all__ = [
     "BidirectionalMamba2Layer",
     "InducedSelfAttentionBlock",
+    "LlamaBlock",
     "Mamba2Mixer",
     "MultiheadAttentionBlock",
     "PackedMultiheadAttention",

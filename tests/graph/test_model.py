@@ -18,7 +18,7 @@ from skicml.graph import (
     mask_cells,
     pad_sequences,
 )
-from skicml.graph._model import IGNORE, MASK, PAD
+from skicml.graph._graphgpt._model import IGNORE, MASK, PAD
 
 TINY = dict(hidden_size=16, num_layers=1, head_dim=8, mlp_ratio=2)
 

@@ -14,7 +14,7 @@ from scipy import stats
 
 from skicml.graph import EulerTokenizer, as_graph_list, pad_sequences
 from skicml.graph._chem import smiles_to_graph
-from skicml.graph._tokenizer import EDGE, EOS, JUMP, SPECIAL_TOKENS, START
+from skicml.graph._graphgpt._tokenizer import EDGE, EOS, JUMP, SPECIAL_TOKENS, START
 
 N_SPECIAL = len(SPECIAL_TOKENS)
 

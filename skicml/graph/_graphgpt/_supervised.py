@@ -9,7 +9,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..base import fit_module, seeded
+from ...base import fit_module, seeded
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 

@@ -2,7 +2,7 @@
 
 import time
 
-from ..utils.tour import TourEntry
+from ...utils.tour import TourEntry
 
 N_TRAIN, N_TEST = 300, 200
 

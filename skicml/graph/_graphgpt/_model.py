@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn import RMSNorm, RotaryEmbedding
+from ...nn import LlamaBlock, RMSNorm, RotaryEmbedding
 
 __all__ = [
     "GraphGPTModel",
@@ -35,41 +35,6 @@ __all__ = [
 PAD = 0
 MASK = 1
 IGNORE = -100
-
-
-class _Block(nn.Module):
-    def __init__(self, hidden_size, head_dim, mlp_ratio, attn_dropout, drop_path):
-        super().__init__()
-        if hidden_size % head_dim:
-            raise ValueError(f"hidden_size={hidden_size} is not a multiple of head_dim={head_dim}.")
-        self.n_heads = hidden_size // head_dim
-        self.attn_dropout = attn_dropout
-        self.drop_path = drop_path
-        self.attn_norm = RMSNorm(hidden_size)
-        self.qkv = nn.Linear(hidden_size, 3 * hidden_size, bias=False)
-        self.out = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.mlp_norm = RMSNorm(hidden_size)
-        inner = mlp_ratio * hidden_size
-        self.gate = nn.Linear(hidden_size, inner, bias=False)
-        self.up = nn.Linear(hidden_size, inner, bias=False)
-        self.down = nn.Linear(inner, hidden_size, bias=False)
-
-    def _residual(self, x, update):
-        if self.training and self.drop_path > 0:
-            # Stochastic depth: drop the whole update of some samples.
-            keep = torch.rand(x.shape[0], 1, 1, device=x.device) >= self.drop_path
-            update = update * keep / (1 - self.drop_path)
-        return x + update
-
-    def forward(self, x, rotary, mask):
-        q, k, v = self.qkv(self.attn_norm(x)).unflatten(-1, (3, self.n_heads, -1)).permute(2, 0, 3, 1, 4)
-        q, k = rotary(q), rotary(k)
-        attended = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0
-        )
-        x = self._residual(x, self.out(attended.transpose(1, 2).flatten(-2)))
-        h = self.mlp_norm(x)
-        return self._residual(x, self.down(F.gelu(self.gate(h)) * self.up(h)))
 
 
 class GraphGPTModel(nn.Module):
@@ -109,7 +74,7 @@ class GraphGPTModel(nn.Module):
             self.stack_weight = nn.Parameter(torch.ones(n_stacked, hidden_size))
         self.rotary = RotaryEmbedding(head_dim, rope_theta)
         self.layers = nn.ModuleList(
-            _Block(hidden_size, head_dim, mlp_ratio, attn_dropout, drop_path) for _ in range(num_layers)
+            LlamaBlock(hidden_size, head_dim, mlp_ratio, attn_dropout, drop_path) for _ in range(num_layers)
         )
         self.norm = RMSNorm(hidden_size)
         self.token_proj = nn.Linear(hidden_size, hidden_size * n_stacked, bias=False)

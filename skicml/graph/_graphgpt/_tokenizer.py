@@ -30,9 +30,9 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..base import seed_from_random_state
-from ..ops import euler_serialize
-from ._graphs import read_graphs
+from ...base import seed_from_random_state
+from ...ops import euler_serialize
+from .._graphs import read_graphs
 
 __all__ = ["EulerTokenizer", "pad_sequences"]
 

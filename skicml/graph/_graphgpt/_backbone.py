@@ -7,9 +7,9 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from .._weights import load_weights, save_weights
-from ..base import TorchEstimatorMixin, seeded
-from ._graphs import read_graphs
+from ..._weights import load_weights, save_weights
+from ...base import TorchEstimatorMixin, seeded
+from .._graphs import read_graphs
 from ._model import GraphGPTModel
 from ._tokenizer import EulerTokenizer, pad_sequences
 

@@ -1,6 +1,6 @@
 """``skicml pretrain graphgpt``: SMTP-pretrain the shipped GraphGPT backbone on QM9.
 
-The recipe behind ``skicml/graph/_weights/``::
+The recipe behind ``skicml/graph/_graphgpt/_weights/``::
 
     skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt
     skicml pretrain graphgpt --steps 3000 --threads 1 --checkpoint run/graphgpt.ckpt --export graphgpt.pt
@@ -26,11 +26,11 @@ import time
 import numpy as np
 import torch
 
-from .._weights import save_weights
-from ..datasets import load_qm9
-from ..utils.pretraining import pretrain
-from ._chem import smiles_to_graphs
-from ._graphs import as_graph_list
+from ..._weights import save_weights
+from ...datasets import load_qm9
+from ...utils.pretraining import pretrain
+from .._chem import smiles_to_graphs
+from .._graphs import as_graph_list
 from ._model import GraphGPTModel, MaskedTokenObjective
 from ._tokenizer import EulerTokenizer, pad_sequences
 

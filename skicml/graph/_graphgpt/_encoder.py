@@ -7,7 +7,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..base import fit_module
+from ...base import fit_module
 from ._backbone import GraphGPTBackboneMixin
 from ._model import MASK, PAD, MaskedTokenObjective, NextTokenObjective
 

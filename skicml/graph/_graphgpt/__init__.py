@@ -1,0 +1,31 @@
+"""GraphGPT (Zhao et al., ICML 2025): the network, its tokenizer and estimators.
+
+Re-exported by :mod:`skicml.graph`; import from there.
+"""
+
+from ..._weights import register_weights
+from ._encoder import GraphGPTEncoder
+from ._model import GraphGPTModel, GraphPredictor, MaskedTokenObjective, NextTokenObjective, mask_cells
+from ._supervised import GraphGPTClassifier, GraphGPTRegressor
+from ._tokenizer import EulerTokenizer, pad_sequences
+
+__all__ = [
+    "EulerTokenizer",
+    "GraphGPTClassifier",
+    "GraphGPTEncoder",
+    "GraphGPTModel",
+    "GraphGPTRegressor",
+    "GraphPredictor",
+    "MaskedTokenObjective",
+    "NextTokenObjective",
+    "mask_cells",
+    "pad_sequences",
+]
+
+register_weights(
+    "graphgpt-qm9-small",
+    "skicml.graph._graphgpt",
+    "_weights/graphgpt_qm9_small.pt",
+    sha256="12fff0d9dc745898c5d6f6143f6cd87ff51f44cc98f2aa6986d6a3e9e792a8e5",
+    description="GraphGPT backbone (d=128, 4 layers) SMTP-pretrained on QM9 molecules",
+)
