@@ -1,4 +1,5 @@
-"""Registry of the model weights shipped inside the skicml wheel.
+"""Registry of the model weights shipped inside the skicml wheel, and the one
+way to load and save a pretrained module.
 
 Each shipped model is one file under its family's ``_weights/`` folder. The
 file is a plain dictionary saved with :func:`torch.save` and loaded with
@@ -8,24 +9,39 @@ file is a plain dictionary saved with :func:`torch.save` and loaded with
 
 ``provenance`` records how the file was made: the recipe command, the data or
 prior settings, steps, seed and the metrics it reached. The registry adds the
-file's SHA-256, checked on every load.
+file's SHA-256, checked when the file is first read in a process.
 
-Pretraining recipes (``skicml/<family>/_pretrain.py``) are the only code that
-writes these files, through :func:`save_weights`. Estimators read them through
-:func:`load_weights`, which takes either a registered name or a local path:
-nothing is ever downloaded.
+Estimators build their network from such a file with :func:`load_module`
+(a registered name or a local path, and a function building the network from
+the file's ``config``) and write one with :func:`save_module`;
+:func:`load_weights` and :func:`save_weights` are the same reader and writer
+at the level of the payload dictionary. Pretraining recipes
+(``skicml/<family>/_pretrain.py``) are the only code that writes shipped
+files. Files are read once per process: a shipped file is cached under its
+registered hash, a user's file under its path, size and modification time, so
+that a file changed on disk is read again. Nothing is ever downloaded:
+:func:`check_local` refuses hub names, URLs and download tags with a message
+saying what to pass instead.
 """
 
 from __future__ import annotations
 
+import collections
+import copy
 import hashlib
 import os
+import re
+import threading
 from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 import torch
 
-__all__ = ["ShippedWeights", "available_weights", "load_weights", "register_weights", "save_weights"]
+__all__ = [
+    "LoadedModule", "ShippedWeights", "available_weights", "check_local", "load_module", "load_weights",
+    "register_weights", "save_module", "save_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -84,14 +100,155 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def _read(path):
+# --------------------------------------------------------------------------
+# local only
+# --------------------------------------------------------------------------
+class _NeverDownloadsError(FileNotFoundError, ValueError):
+    """A model named by something only a download could fetch.
+
+    Both kinds, so that code catching a missing file and code catching a bad
+    argument each see it.
+    """
+
+
+_HUB_PREFIXES = ("hf-hub:", "hf://")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _shipped_names():
+    return ", ".join(sorted(_REGISTRY)) or "none yet"
+
+
+def check_local(value, param="pretrained", *, download_tag=None, instead=None):
+    """Refuse a model reference that only a download could resolve.
+
+    skicml never downloads weights. A registered name or an existing path
+    always passes; otherwise a Hugging Face hub name (``"hf-hub:..."``), a
+    URL, or a download tag of the library the caller wraps raise, saying
+    what to pass instead. Anything else passes: the caller decides whether it
+    is a missing file.
+
+    Parameters
+    ----------
+    value : str, path-like or None
+        What the user passed; None and non-strings pass.
+    param : str, default="pretrained"
+        The argument's name, for the message.
+    download_tag : str or None, default=None
+        What ``value`` is when the caller knows it to be a download tag, e.g.
+        ``"an open_clip download tag"``; None when it is not one.
+    instead : str or None, default=None
+        What to pass instead, e.g. ``"model_name='local-dir:<folder>'"``;
+        None says a local path or one of the shipped models.
+
+    Raises
+    ------
+    FileNotFoundError
+        For all three refusals; the exception is also a :class:`ValueError`.
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        return
+    key = os.fspath(value)
+    if not isinstance(key, str) or key in _REGISTRY or os.path.exists(key):
+        return
+    if instead is None:
+        instead = f"its local path, or one of the shipped models ({_shipped_names()})"
+    if key.startswith(_HUB_PREFIXES):
+        raise _NeverDownloadsError(
+            f"{param}={key!r} would be downloaded from the Hugging Face hub; skicml never downloads. "
+            f"Download the repository yourself and pass {instead}."
+        )
+    if _URL.match(key):
+        raise _NeverDownloadsError(
+            f"{param}={key!r} is a URL; skicml never downloads. Download the file yourself and pass {instead}."
+        )
+    if download_tag:
+        raise _NeverDownloadsError(
+            f"{param}={key!r} is {download_tag}; skicml never downloads weights. Download the checkpoint "
+            f"once yourself and pass {instead}."
+        )
+
+
+# --------------------------------------------------------------------------
+# reading, through the one cache
+# --------------------------------------------------------------------------
+# Read payloads, never modules: every load builds its own module, and
+# load_weights hands out copies, so no caller can change what another sees.
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = 8
+_CACHE_LOCK = threading.Lock()
+
+
+def _file_stamp(path):
+    stat = os.stat(path)
+    return ("file", os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _cached(key, read):
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    payload = read()
+    with _CACHE_LOCK:
+        _CACHE[key] = payload
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return payload
+
+
+def _forget(path):
+    """Drop the cached reads of ``path`` (called after writing it)."""
+    path = os.path.abspath(path)
+    with _CACHE_LOCK:
+        for key in [k for k in _CACHE if k[0] == "file" and k[1] == path]:
+            del _CACHE[key]
+
+
+def _read(path, digest=None):
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or "state_dict" not in payload:
         # A bare state dict, as many official checkpoints are.
         payload = {"state_dict": payload, "config": {}, "provenance": {}}
     payload.setdefault("config", {})
     payload.setdefault("provenance", {})
+    payload["provenance"] = dict(payload["provenance"], sha256=digest or _sha256(path))
     return payload
+
+
+def _read_shipped(entry, path):
+    digest = _sha256(path)
+    if entry.sha256 and digest != entry.sha256:
+        raise ValueError(
+            f"Shipped weights {entry.name!r} are corrupted: sha256 {digest} does not "
+            f"match the registry ({entry.sha256})."
+        )
+    return _read(path, digest)
+
+
+def _payload(name_or_path):
+    """The cached payload of a shipped name or a local file; read-only."""
+    key = os.fspath(name_or_path)
+    if key in _REGISTRY:
+        entry = _REGISTRY[key]
+        with resources.as_file(entry.path()) as path:
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"Shipped weights {key!r} are registered but {entry.filename} is "
+                    f"missing from {entry.package}; reinstall skicml."
+                )
+            # The registered hash names the content, so a shipped file is hashed once.
+            cache_key = ("shipped", entry.sha256) if entry.sha256 else _file_stamp(path)
+            return _cached(cache_key, lambda: _read_shipped(entry, path))
+    if os.path.isfile(key):
+        payload = _cached(_file_stamp(key), lambda: _read(key))
+        return dict(payload, provenance=dict(payload["provenance"], path=key))
+    check_local(key)
+    raise FileNotFoundError(
+        f"No shipped model named {key!r} and no file at that path. skicml never "
+        f"downloads weights: pass the path of a checkpoint on this machine, or "
+        f"one of the shipped models ({_shipped_names()})."
+    )
 
 
 def load_weights(name_or_path):
@@ -107,7 +264,8 @@ def load_weights(name_or_path):
     Returns
     -------
     dict
-        With keys ``state_dict``, ``config`` and ``provenance``.
+        With keys ``state_dict``, ``config`` and ``provenance``: the caller's
+        own copy (the file is read once per process, see the module's notes).
 
     Raises
     ------
@@ -117,36 +275,59 @@ def load_weights(name_or_path):
     ValueError
         If a shipped file's hash does not match the registry.
     """
-    key = os.fspath(name_or_path)
-    if key in _REGISTRY:
-        entry = _REGISTRY[key]
-        with resources.as_file(entry.path()) as path:
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"Shipped weights {key!r} are registered but {entry.filename} is "
-                    f"missing from {entry.package}; reinstall skicml."
-                )
-            digest = _sha256(path)
-            if entry.sha256 and digest != entry.sha256:
-                raise ValueError(
-                    f"Shipped weights {key!r} are corrupted: sha256 {digest} does not "
-                    f"match the registry ({entry.sha256})."
-                )
-            payload = _read(path)
-        payload["provenance"] = dict(payload["provenance"], sha256=digest)
-        return payload
-    if os.path.isfile(key):
-        payload = _read(key)
-        payload["provenance"] = dict(payload["provenance"], sha256=_sha256(key), path=key)
-        return payload
-    names = ", ".join(sorted(_REGISTRY)) or "none yet"
-    raise FileNotFoundError(
-        f"No shipped model named {key!r} and no file at that path. skicml never "
-        f"downloads weights: pass the path of a checkpoint on this machine, or "
-        f"one of the shipped models ({names})."
-    )
+    return copy.deepcopy(_payload(name_or_path))
 
 
+class LoadedModule(NamedTuple):
+    """What :func:`load_module` returns; unpacks as ``module, config, provenance``."""
+
+    module: torch.nn.Module
+    """The network, its weights loaded, in eval mode, on the CPU."""
+    config: dict
+    """The file's ``config``: the caller's own copy."""
+    provenance: dict
+    """How the file was made, with its ``sha256`` (and ``path`` for a local file)."""
+
+
+def load_module(name_or_path, build):
+    """Build a network and load a shipped model's or a local file's weights into it.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        A name from :func:`available_weights` or the path of a file on this
+        machine, as for :func:`load_weights`.
+    build : callable
+        ``build(config) -> torch.nn.Module``: the network the file's
+        ``config`` describes (a copy it may change). It may raise when the
+        file does not fit what the caller needs.
+
+    Returns
+    -------
+    LoadedModule
+        ``(module, config, provenance)``. Every call builds a new module, so
+        two callers never share one; the file itself is read once per process
+        while it is unchanged.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the name is not registered and no such file exists, or if it is a
+        hub name or a URL (see :func:`check_local`).
+    ValueError
+        If a shipped file's hash does not match the registry.
+    RuntimeError
+        If the state dict does not fit the module ``build`` returns.
+    """
+    payload = _payload(name_or_path)
+    module = build(copy.deepcopy(payload["config"]))
+    module.load_state_dict(payload["state_dict"])
+    return LoadedModule(module.eval(), copy.deepcopy(payload["config"]), copy.deepcopy(payload["provenance"]))
+
+
+# --------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------
 def save_weights(path, state_dict, config, provenance):
     """Write a model file in the shipped format and return its SHA-256."""
     payload = {
@@ -156,4 +337,33 @@ def save_weights(path, state_dict, config, provenance):
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save(payload, path)
+    # A rewrite within the file system's timestamp resolution keeps its stamp.
+    _forget(path)
     return _sha256(path)
+
+
+def save_module(path, module, config, provenance, *, dtype=None):
+    """Write ``module``'s weights with its ``config`` and ``provenance``; the one writer.
+
+    Parameters
+    ----------
+    path : str or path-like
+    module : torch.nn.Module
+    config : dict
+        What ``build`` of :func:`load_module` needs to rebuild the network.
+    provenance : dict
+        How the weights were made (recipe, data, steps, seed, metrics).
+    dtype : torch.dtype or None, default=None
+        Floating tensors are written in this precision (e.g. ``torch.float32``
+        for a file that loads into a network of any precision); None keeps
+        the module's.
+
+    Returns
+    -------
+    str
+        The file's SHA-256.
+    """
+    state = module.state_dict()
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+    return save_weights(path, state, config, provenance)

@@ -12,9 +12,9 @@ handling, seeding, persistence or the training loop.
 - :class:`TorchEstimatorMixin` pickles fitted modules on the CPU, so an
   estimator fitted on a GPU loads on a machine without one.
 - :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
-- :func:`fit_module` is the one supervised / self-supervised training loop,
-  built on skorch (callbacks for early stopping, learning-rate schedules,
-  gradient clipping and resumable checkpoints) and DDP-aware.
+- :func:`fit_module` is the one supervised / self-supervised training loop
+  (it lives in :mod:`skicml.utils.training` and is re-exported here);
+  :meth:`TorchEstimatorMixin._fit_module` hands it an estimator's settings.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import math
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -203,6 +201,14 @@ def to_device(value, device):
     return value
 
 
+# Estimator parameters that TorchEstimatorMixin._fit_module hands to
+# fit_module under the same name.
+_TRAINING_SETTINGS = (
+    "max_epochs", "batch_size", "lr", "weight_decay", "warmup_fraction", "validation_fraction",
+    "n_iter_no_change", "tol", "checkpoint_dir", "verbose",
+)
+
+
 class TorchEstimatorMixin:
     """Device, seeding and persistence for estimators that hold torch state.
 
@@ -226,6 +232,40 @@ class TorchEstimatorMixin:
     def _seed(self):
         """The torch seed of this fit, drawn once from ``random_state``."""
         return seed_from_random_state(getattr(self, "random_state", None))
+
+    def _fit_module(self, module, X, y=None, **settings):
+        """Train ``module`` with :func:`fit_module` under this estimator's settings.
+
+        The estimator's own parameters named like :func:`fit_module`'s
+        (``max_epochs``, ``batch_size``, ``lr``, ``weight_decay``,
+        ``warmup_fraction``, ``validation_fraction``, ``n_iter_no_change``,
+        ``tol``, ``checkpoint_dir``, ``verbose``) are passed when it has
+        them; the device is :meth:`_device`, the seed a fresh :meth:`_seed`
+        and the progress label the class name.
+
+        Parameters
+        ----------
+        module : torch.nn.Module
+        X, y
+            As in :func:`fit_module`.
+        **settings
+            What the call site decides (``loss``, ``grad_clip``, ``stratify``,
+            a ``seed`` it also built the module with...); these win over the
+            estimator's parameters.
+
+        Returns
+        -------
+        module : torch.nn.Module
+        history : TrainingHistory
+        """
+        kwargs = {name: getattr(self, name) for name in _TRAINING_SETTINGS if hasattr(self, name)}
+        kwargs["device"] = self._device()
+        kwargs["desc"] = type(self).__name__
+        if "seed" not in settings:
+            # Drawn only when needed: drawing advances a RandomState instance.
+            kwargs["seed"] = self._seed()
+        kwargs.update(settings)
+        return fit_module(module, X, y, **kwargs)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -253,345 +293,8 @@ def progress(iterable=None, *, verbose=0, total=None, desc=None, unit="it"):
 # --------------------------------------------------------------------------
 # the training loop
 # --------------------------------------------------------------------------
-@dataclass
-class TrainingHistory:
-    """What :func:`fit_module` reports back to the estimator.
-
-    Attributes
-    ----------
-    train_loss : list of float
-        Mean training loss per epoch.
-    valid_loss : list of float
-        Mean validation loss per epoch (empty without a validation split).
-    best_epoch : int
-        1-based epoch whose weights were kept.
-    n_epochs : int
-        Epochs actually run (early stopping may end before ``max_epochs``).
-    epoch_seconds : list of float
-        Wall time of each epoch, those of resumed runs included.
-    """
-
-    train_loss: list
-    valid_loss: list
-    best_epoch: int
-    n_epochs: int
-    epoch_seconds: list = field(default_factory=list)
-
-
-def _loss_is_output(output, target=None):
-    return output.mean()
-
-
-class _LossFunction(torch.nn.Module):
-    """Wrap a plain callable ``loss(output, target)`` as a skorch criterion."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, output, target):
-        return self.fn(output, target)
-
-
-_LOSSES = {
-    "cross_entropy": torch.nn.CrossEntropyLoss,
-    "mse": torch.nn.MSELoss,
-    "l1": torch.nn.L1Loss,
-    "bce_with_logits": torch.nn.BCEWithLogitsLoss,
-}
-
-
-def _criterion(loss):
-    if loss is None:
-        return _LossFunction(_loss_is_output)
-    if isinstance(loss, str):
-        if loss not in _LOSSES:
-            raise ValueError(f"loss={loss!r}; expected one of {sorted(_LOSSES)} or a callable.")
-        return _LOSSES[loss]()
-    if isinstance(loss, torch.nn.Module):
-        return loss
-    if callable(loss):
-        return _LossFunction(loss)
-    raise TypeError(f"loss must be a name, an nn.Module or a callable, got {type(loss).__name__}.")
-
-
-_OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
-
-
-def _warmup_cosine(total_steps, warmup_steps, final_factor=0.0):
-    def factor(step):
-        if warmup_steps and step < warmup_steps:
-            return (step + 1) / warmup_steps
-        progress_ = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-        progress_ = min(max(progress_, 0.0), 1.0)
-        return final_factor + (1 - final_factor) * 0.5 * (1 + math.cos(math.pi * progress_))
-
-    return factor
-
-
-def _n_samples(X):
-    if isinstance(X, dict):
-        return len(next(iter(X.values())))
-    return len(X)
-
-
-def _take(X, index):
-    if X is None:
-        return None
-    if isinstance(X, dict):
-        return {k: v[index] for k, v in X.items()}
-    return X[index]
-
-
-def _distributed_context():
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def fit_module(
-    module,
-    X,
-    y=None,
-    *,
-    loss="cross_entropy",
-    max_epochs=10,
-    batch_size=128,
-    lr=1e-3,
-    weight_decay=0.0,
-    optimizer="adamw",
-    lr_schedule="cosine",
-    warmup_fraction=0.0,
-    grad_clip=None,
-    validation_fraction=None,
-    stratify=False,
-    n_iter_no_change=None,
-    tol=1e-4,
-    checkpoint_dir=None,
-    device="cpu",
-    seed=0,
-    verbose=0,
-    desc=None,
-):
-    """Train a torch module with skorch and return it with its history.
-
-    The single training loop of skicml. Supervised models pass ``y`` and a
-    ``loss``; self-supervised models pass ``y=None, loss=None`` and return
-    their loss from ``forward``.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The model, already built. It is trained in place and returned in
-        eval mode.
-    X : array-like, torch.Tensor or dict of them
-        Inputs; a dict is unpacked into ``module.forward(**X)``.
-    y : array-like, torch.Tensor or None
-        Targets, or ``None`` for self-supervised training.
-    loss : str, callable, torch.nn.Module or None, default="cross_entropy"
-        ``"cross_entropy"``, ``"mse"``, ``"l1"``, ``"bce_with_logits"``, any
-        ``loss(output, target)`` callable, or ``None`` when ``forward``
-        returns the loss itself.
-    max_epochs : int, default=10
-    batch_size : int, default=128
-    lr : float, default=1e-3
-    weight_decay : float, default=0.0
-    optimizer : {"adamw", "adam", "sgd"} or torch.optim.Optimizer subclass
-    lr_schedule : {"cosine", None}, default="cosine"
-        Linear warmup over ``warmup_fraction`` of the steps, then cosine decay
-        to zero, stepped every batch.
-    warmup_fraction : float, default=0.0
-    grad_clip : float or None, default=None
-        Clip the global gradient norm to this value.
-    validation_fraction : float or None, default=None
-        Hold out this share of the rows to monitor ``valid_loss``.
-    stratify : bool, default=False
-        Stratify the validation split on ``y`` (classification).
-    n_iter_no_change : int or None, default=None
-        Stop after this many epochs without improving the validation loss (by
-        ``tol``) and restore the best weights. Needs ``validation_fraction``.
-    tol : float, default=1e-4
-    checkpoint_dir : str or path-like or None, default=None
-        Save the module, optimizer and history here after every epoch. When
-        the directory already holds a checkpoint, training resumes from it and
-        runs only the remaining epochs of the schedule.
-    device : str or torch.device, default="cpu"
-    seed : int, default=0
-        Seeds weight-independent randomness of training (shuffling, dropout,
-        the validation split).
-    verbose : int, default=0
-        ``0`` is silent; ``1`` shows a progress bar over epochs.
-    desc : str or None
-        Label of the progress bar.
-
-    Returns
-    -------
-    module : torch.nn.Module
-        The trained module (unwrapped from DDP) in eval mode.
-    history : TrainingHistory
-
-    Notes
-    -----
-    Under ``torch.distributed`` (e.g. launched by ``torchrun``) with more than
-    one process, every rank trains on an equal share of the rows with the
-    module wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`;
-    validation losses are averaged over ranks so that early stopping agrees,
-    and only rank 0 shows progress or writes checkpoints.
-    """
-    from skorch import NeuralNet
-    from skorch.callbacks import (
-        Callback,
-        Checkpoint,
-        EarlyStopping,
-        GradientNormClipping,
-        LRScheduler,
-    )
-    from skorch.dataset import ValidSplit
-
-    device = resolve_device(device)
-    rank, world_size = _distributed_context()
-    if n_iter_no_change is not None and not validation_fraction:
-        raise ValueError("n_iter_no_change needs a validation_fraction to monitor.")
-    if isinstance(optimizer, str):
-        if optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer={optimizer!r}; expected one of {sorted(_OPTIMIZERS)}.")
-        optimizer = _OPTIMIZERS[optimizer]
-
-    n_samples = _n_samples(X)
-    if world_size > 1:
-        # Each rank takes an equal share so every rank runs the same number of
-        # batches: DDP hangs if one rank makes a step the others do not.
-        order = np.random.RandomState(seed).permutation(n_samples)
-        per_rank = n_samples // world_size
-        shard = np.sort(order[rank * per_rank:(rank + 1) * per_rank])
-        X, y = _take(X, shard), _take(y, shard)
-        n_samples = per_rank
-
-    n_train = n_samples - (math.ceil(n_samples * validation_fraction) if validation_fraction else 0)
-    steps_per_epoch = max(1, math.ceil(n_train / batch_size))
-    total_steps = steps_per_epoch * max_epochs
-
-    class SyncedValidLoss(Callback):
-        def on_epoch_end(self, net, **kwargs):
-            if world_size > 1 and "valid_loss" in net.history[-1]:
-                import torch.distributed as dist
-
-                value = torch.tensor([net.history[-1, "valid_loss"]], dtype=torch.float64)
-                dist.all_reduce(value)
-                net.history.record("valid_loss", float(value) / world_size)
-                best = min(net.history[:, "valid_loss"])
-                net.history.record("valid_loss_best", float(value) / world_size <= best)
-
-    class EpochProgress(Callback):
-        def on_train_begin(self, net, **kwargs):
-            done = len(net.history)
-            self.bar_ = progress(
-                total=max_epochs, verbose=verbose if rank == 0 else 0, desc=desc, unit="epoch"
-            )
-            self.bar_.update(done)
-
-        def on_epoch_end(self, net, **kwargs):
-            row = net.history[-1]
-            postfix = {"loss": f"{row['train_loss']:.4g}"}
-            if "valid_loss" in row:
-                postfix["valid"] = f"{row['valid_loss']:.4g}"
-            self.bar_.set_postfix(postfix, refresh=False)
-            self.bar_.update(1)
-
-        def on_train_end(self, net, **kwargs):
-            self.bar_.close()
-
-    callbacks = [("synced_valid_loss", SyncedValidLoss())]
-    if lr_schedule == "cosine":
-        callbacks.append((
-            "lr_schedule",
-            LRScheduler(
-                policy=torch.optim.lr_scheduler.LambdaLR,
-                lr_lambda=_warmup_cosine(total_steps, int(warmup_fraction * total_steps)),
-                step_every="batch",
-            ),
-        ))
-    elif lr_schedule is not None:
-        raise ValueError(f"lr_schedule={lr_schedule!r}; expected 'cosine' or None.")
-    if grad_clip is not None:
-        callbacks.append(("grad_clip", GradientNormClipping(gradient_clip_value=grad_clip)))
-    if n_iter_no_change is not None:
-        callbacks.append((
-            "early_stopping",
-            EarlyStopping(
-                monitor="valid_loss", patience=n_iter_no_change, threshold=tol,
-                threshold_mode="abs", load_best=True, sink=lambda *a: None,
-            ),
-        ))
-    checkpoint = None
-    if checkpoint_dir is not None:
-        checkpoint = Checkpoint(
-            dirname=os.fspath(checkpoint_dir), monitor=None, f_criterion=None,
-            f_pickle=None, load_best=False, sink=lambda *a: None,
-        )
-        if rank == 0:
-            callbacks.append(("checkpoint", checkpoint))
-    callbacks.append(("progress", EpochProgress()))
-
-    criterion = _criterion(loss)
-    if world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        module = module.to(device)
-        train_module = DistributedDataParallel(
-            module, device_ids=[device.index or 0] if device.type == "cuda" else None
-        )
-    else:
-        train_module = module
-
-    if validation_fraction:
-        split = ValidSplit(validation_fraction, stratified=stratify, random_state=seed)
-    else:
-        split = None
-
-    with seeded(seed, device):
-        net = NeuralNet(
-            module=train_module,
-            criterion=criterion,
-            optimizer=optimizer,
-            optimizer__weight_decay=weight_decay,
-            lr=lr,
-            max_epochs=max_epochs,
-            batch_size=batch_size,
-            iterator_train__shuffle=True,
-            train_split=split,
-            callbacks=callbacks,
-            device=str(device),
-            verbose=0,
-            predict_nonlinearity=None,
-        )
-        net.initialize()
-        resumed = False
-        if checkpoint is not None and os.path.exists(
-            os.path.join(os.fspath(checkpoint_dir), "history.json")
-        ):
-            net.load_params(checkpoint=checkpoint)
-            resumed = True
-        remaining = max_epochs - len(net.history) if resumed else max_epochs
-        if remaining > 0:
-            net.partial_fit(X, y, epochs=remaining)
-
-    trained = net.module_
-    if world_size > 1:
-        trained = trained.module
-    trained.eval()
-
-    train_loss = [float(v) for v in net.history[:, "train_loss"]] if len(net.history) else []
-    valid_loss = (
-        [float(v) for v in net.history[:, "valid_loss"]]
-        if len(net.history) and "valid_loss" in net.history[-1]
-        else []
-    )
-    if valid_loss:
-        best_epoch = int(np.argmin(valid_loss)) + 1 if n_iter_no_change is not None else len(valid_loss)
-    else:
-        best_epoch = len(train_loss)
-    seconds = [float(v) for v in net.history[:, "dur"]] if len(net.history) else []
-    return trained, TrainingHistory(train_loss, valid_loss, best_epoch, len(train_loss), seconds)
+# The loop lives in skicml.utils.training, which is built on the helpers
+# above; it is imported last so that those helpers already exist when
+# training.py imports them back from this partially initialised module.
+# The names stay importable from here, where users and examples found them.
+from .utils.training import TrainingHistory, fit_module  # noqa: E402

@@ -4,7 +4,7 @@ Training a torch model with ``fit_module``
 ==========================================
 
 All skicml estimators train their networks through one loop,
-:func:`skicml.base.fit_module`, built on skorch. It gives every method the
+:func:`skicml.utils.training.fit_module`, built on skorch. It gives every method the
 same warmup and cosine schedule, gradient clipping, early stopping on a
 validation split with the best weights restored, resumable checkpoints,
 progress bars, and data-parallel training under ``torchrun``.
@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from sklearn.datasets import make_moons
 
-from skicml.base import fit_module, seeded
+from skicml.base import seeded
+from skicml.utils.training import fit_module
 
 X, y = make_moons(n_samples=600, noise=0.25, random_state=0)
 X, y = torch.tensor(X, dtype=torch.float32), torch.tensor(y)

@@ -13,11 +13,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import TorchEstimatorMixin, fit_module, seeded, to_tensor
+from ..base import TorchEstimatorMixin, seeded, to_tensor
+from .param_validation import Integral, Interval, fit_context, shared_constraints
 
 
 class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
-    """One-hidden-layer perceptron trained by :func:`skicml.base.fit_module`.
+    """One-hidden-layer perceptron trained by :func:`skicml.utils.training.fit_module`.
 
     Parameters
     ----------
@@ -40,6 +41,12 @@ class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
     n_iter_ : int
     """
 
+    _parameter_constraints = {
+        "hidden_size": [Interval(Integral, 1, None, closed="left")],
+        **shared_constraints("max_epochs", "batch_size", "lr", "validation_fraction", "n_iter_no_change",
+                             "device", "random_state", "verbose"),
+    }
+
     def __init__(self, hidden_size=16, max_epochs=40, batch_size=64, lr=1e-2,
                  validation_fraction=None, n_iter_no_change=None, device="auto",
                  random_state=None, verbose=0):
@@ -53,6 +60,7 @@ class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2)
         check_classification_targets(y)
@@ -71,22 +79,13 @@ class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
                 torch.nn.Tanh(),
                 torch.nn.Linear(self.hidden_size, len(self.classes_)),
             ).double()
-        device = self._device()
-        self.module_, history = fit_module(
+        self.module_, history = self._fit_module(
             module,
             to_tensor((X - self.mean_) / self.scale_, dtype="float64"),
             torch.as_tensor(codes, dtype=torch.long),
             loss="cross_entropy",
-            max_epochs=self.max_epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            validation_fraction=self.validation_fraction,
             stratify=self.validation_fraction is not None,
-            n_iter_no_change=self.n_iter_no_change,
-            device=device,
             seed=seed,
-            verbose=self.verbose,
-            desc=type(self).__name__,
         )
         self.loss_curve_ = history.train_loss
         self.n_iter_ = history.n_epochs

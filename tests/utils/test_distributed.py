@@ -15,7 +15,8 @@ WORKER = textwrap.dedent('''
     import numpy as np
     import torch
     import torch.distributed as dist
-    from skicml.base import fit_module, seeded
+    from skicml.base import seeded
+    from skicml.utils.training import fit_module
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
