@@ -5,11 +5,28 @@ The method families add their generators here (``make_shape_scenes``,
 ``make_wearable_cohort``, ...) as they land.
 """
 
-from ._molecules import load_nci_tpsa, load_qm9, make_triangle_graphs
-from ._shapes import corrupt_images, make_shape_scenes, perturb_captions
-from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables
+from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
+from ._shapes import (
+    CAPTION_PERTURBATIONS,
+    CORRUPTIONS,
+    SHAPE_COLORS,
+    SHAPE_NAMES,
+    SHAPE_SIZES,
+    SHAPE_TEXTURES,
+    corrupt_images,
+    make_shape_scenes,
+    perturb_captions,
+)
+from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables, wearable_week_labels
 
 __all__ = [
+    "CAPTION_PERTURBATIONS",
+    "CORRUPTIONS",
+    "HARTREE_TO_EV",
+    "SHAPE_COLORS",
+    "SHAPE_NAMES",
+    "SHAPE_SIZES",
+    "SHAPE_TEXTURES",
     "corrupt_images",
     "load_nci_tpsa",
     "load_qm9",
@@ -18,5 +35,7 @@ __all__ = [
     "make_triangle_graphs",
     "make_wearable_cohort",
     "perturb_captions",
+    "qm9_split",
     "wearable_variables",
+    "wearable_week_labels",
 ]

@@ -12,16 +12,18 @@ raises an ``ImportError`` that names the ``pip install`` command.
 import functools
 import importlib.util
 import math
-import numbers
 import pathlib
 
 import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-from ._wearable import _check_int
+from ._validation import check_int, is_real_in
 
-__all__ = ["load_nci_tpsa", "load_qm9", "make_triangle_graphs"]
+__all__ = ["HARTREE_TO_EV", "load_nci_tpsa", "load_qm9", "make_triangle_graphs", "qm9_split"]
+
+#: Electronvolts per Hartree, the unit of QM9's energies (CODATA 2018: 27.211386 eV).
+HARTREE_TO_EV = 27.211386
 
 # snake_case name -> (qm9pack CSV column, unit). The units are those of the
 # QM9 paper (Ramakrishnan et al., Sci. Data 1, 140022, 2014); "Ha" is the
@@ -179,7 +181,7 @@ def load_qm9(n_samples=None, *, targets="homo_lumo_gap", random_state=None, retu
     See Also
     --------
     load_nci_tpsa : A smaller set whose target is an exact function of the graph.
-    skicml.graph._chem.smiles_to_graphs : Turn the SMILES into graphs.
+    skicml.graph.smiles_to_graphs : Turn the SMILES into graphs.
 
     Examples
     --------
@@ -195,7 +197,7 @@ def load_qm9(n_samples=None, *, targets="homo_lumo_gap", random_state=None, retu
     names, single = _resolve_targets(targets)
     frame = _read_qm9(str(_qm9_data_dir()))
     if n_samples is not None:
-        n_samples = _check_int(n_samples, "n_samples", 1)
+        n_samples = check_int(n_samples, "n_samples", 1)
         if n_samples > len(frame):
             raise ValueError(
                 f"n_samples must be at most {len(frame)}, the number of QM9 molecules, "
@@ -212,6 +214,47 @@ def load_qm9(n_samples=None, *, targets="homo_lumo_gap", random_state=None, retu
         y = frame[names[0]].to_numpy() if single else frame[names].to_numpy()
         return frame["smiles"].to_numpy(dtype=object), y
     return frame
+
+
+def qm9_split():
+    """QM9 split into the pretraining molecules and the benchmark pool.
+
+    Every tenth molecule (``qm9_id % 10 == 0``, 13,087 of them) belongs to
+    the benchmark pool only: the shipped GraphGPT backbone was pretrained on
+    the other nine tenths (``skicml pretrain graphgpt``), so benchmarks and
+    examples that fine-tune it draw their train and test molecules from the
+    pool, which the backbone never saw.
+
+    Returns
+    -------
+    pretraining : pandas.DataFrame
+        The molecules with ``qm9_id % 10 != 0``, as :func:`load_qm9` returns
+        them (``smiles`` and ``homo_lumo_gap`` in Hartree, indexed by
+        ``qm9_id``).
+    benchmark : pandas.DataFrame
+        The molecules with ``qm9_id % 10 == 0``, same columns.
+
+    Raises
+    ------
+    ImportError
+        If qm9pack is not installed.
+
+    See Also
+    --------
+    load_qm9 : The whole of QM9, or a random draw from it.
+    HARTREE_TO_EV : The factor that turns the gap into electronvolts.
+
+    Examples
+    --------
+    >>> from skicml.datasets import HARTREE_TO_EV, qm9_split
+    >>> _, pool = qm9_split()  # doctest: +SKIP
+    >>> (pool.index % 10 == 0).all()  # doctest: +SKIP
+    True
+    >>> gap_ev = pool["homo_lumo_gap"] * HARTREE_TO_EV  # doctest: +SKIP
+    """
+    frame = load_qm9(targets="homo_lumo_gap")
+    held_out = frame.index.to_numpy() % 10 == 0
+    return frame[~held_out], frame[held_out]
 
 
 def _nci_files():
@@ -270,7 +313,7 @@ def load_nci_tpsa(*, drop_invalid=True, return_X_y=False):
     drop_invalid : bool, default=True
         Drop the 8 molecules that RDKit refuses to sanitize (hypervalent Al,
         Si, P, Be, N, O), so that every SMILES converts with
-        :func:`skicml.graph._chem.smiles_to_graph`; False keeps all 4,999.
+        :func:`skicml.graph.smiles_to_graph`; False keeps all 4,999.
 
     return_X_y : bool, default=False
         Return ``(smiles, y)`` instead of a data frame.
@@ -312,8 +355,7 @@ def load_nci_tpsa(*, drop_invalid=True, return_X_y=False):
 
 def _check_edge_probability(edge_probability):
     def is_probability(p):
-        return (isinstance(p, numbers.Real) and not isinstance(p, bool)
-                and np.isfinite(p) and 0 <= p <= 1)
+        return is_real_in(p, 0, 1)
 
     if edge_probability is None or is_probability(edge_probability):
         return edge_probability
@@ -383,9 +425,9 @@ def make_triangle_graphs(n_graphs=1000, *, min_nodes=5, max_nodes=25, edge_proba
     """
     import networkx as nx
 
-    n_graphs = _check_int(n_graphs, "n_graphs", 1)
-    min_nodes = _check_int(min_nodes, "min_nodes", 1)
-    max_nodes = _check_int(max_nodes, "max_nodes", 1)
+    n_graphs = check_int(n_graphs, "n_graphs", 1)
+    min_nodes = check_int(min_nodes, "min_nodes", 1)
+    max_nodes = check_int(max_nodes, "max_nodes", 1)
     if max_nodes < min_nodes:
         raise ValueError(
             f"max_nodes must be >= min_nodes, got min_nodes={min_nodes} and "

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-from ._wearable import _check_int, _check_real
+from ._validation import check_int, check_real
 
 __all__ = [
     "CAPTION_PERTURBATIONS",
@@ -240,10 +240,10 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     >>> list(objects.columns)[:6]
     ['scene', 'object', 'shape', 'color', 'size', 'texture']
     """
-    n = _check_int(n_scenes, "n_scenes", 1)
-    S = _check_int(image_size, "image_size", 16)
-    lo = _check_int(min_objects, "min_objects", 1)
-    hi = _check_int(max_objects, "max_objects", 1)
+    n = check_int(n_scenes, "n_scenes", 1)
+    S = check_int(image_size, "image_size", 16)
+    lo = check_int(min_objects, "min_objects", 1)
+    hi = check_int(max_objects, "max_objects", 1)
     if not lo <= hi <= 4:
         raise ValueError(
             f"min_objects={min_objects} and max_objects={max_objects}: expected "
@@ -253,8 +253,8 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
     size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
     texture_names = _names(textures, SHAPE_TEXTURES, SHAPE_TEXTURES, "textures")
-    color_jitter = _check_real(color_jitter, "color_jitter", 0.0, 1.0)
-    noise = _check_real(noise, "noise", 0.0, 1.0)
+    color_jitter = check_real(color_jitter, "color_jitter", 0.0, 1.0)
+    noise = check_real(noise, "noise", 0.0, 1.0)
     rng = check_random_state(random_state)
 
     count = rng.randint(lo, hi + 1, size=n)

@@ -24,14 +24,15 @@ which no label can be predicted from ``X``.
 """
 
 import importlib.util
-import numbers
 import pathlib
 
 import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-__all__ = ["make_wearable_cohort", "wearable_variables", "load_wearable_example"]
+from ._validation import check_int, check_real
+
+__all__ = ["make_wearable_cohort", "wearable_variables", "wearable_week_labels", "load_wearable_example"]
 
 _HOURS = 168
 _START = pd.Timestamp("2024-01-01")  # a Monday, so hour 0 of week 0 is Monday 00:00
@@ -80,6 +81,10 @@ _OPTIONAL_SENSORS = frozenset({
 _SENSOR_DROPOUT = 0.10
 
 _MISSINGNESS = ("realistic", "none", "mcar")
+
+# The health labels of a cohort, in the column order of wearable_week_labels.
+_STATIC_LABELS = ("age_group", "sleep_disorder", "beta_blocker")
+_WEEKLY_LABELS = ("pregnancy", "infection", "sleep_duration")
 
 
 def _resolve_variables(variables):
@@ -160,22 +165,6 @@ def wearable_variables(variables="core"):
     names = _resolve_variables(variables)
     rows = [_VARIABLES[_INDEX[n]] for n in names]
     return pd.DataFrame(rows, columns=["name", "unit", "aggregation", "schedule", "source"])
-
-
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
-    return int(value)
-
-
-def _check_real(value, name, low, high, high_inclusive=True):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    ok = ok and np.isfinite(value) and value >= low
-    ok = ok and (value <= high if high_inclusive else value < high)
-    if not ok:
-        bracket = "]" if high_inclusive else ")"
-        raise ValueError(f"{name} must be a number in [{low}, {high}{bracket}, got {value!r}.")
-    return float(value)
 
 
 def _circular(x):
@@ -781,14 +770,14 @@ def make_wearable_cohort(
     >>> y_weekly.columns.tolist()
     ['person_id', 'week', 'pregnancy', 'infection', 'sleep_duration']
     """
-    n_people = _check_int(n_people, "n_people", 1)
-    n_weeks = _check_int(n_weeks, "n_weeks", 1)
+    n_people = check_int(n_people, "n_people", 1)
+    n_weeks = check_int(n_weeks, "n_weeks", 1)
     names = _resolve_variables(variables)
-    effect_size = _check_real(effect_size, "effect_size", 0.0, np.inf, high_inclusive=False)
+    effect_size = check_real(effect_size, "effect_size", 0.0, np.inf, high_inclusive=False)
     if not isinstance(missingness, str) or missingness not in _MISSINGNESS:
         raise ValueError(f"missingness must be one of {list(_MISSINGNESS)}, got {missingness!r}.")
-    missing_rate = _check_real(missing_rate, "missing_rate", 0.0, 1.0, high_inclusive=False)
-    label_noise = _check_real(label_noise, "label_noise", 0.0, 0.5)
+    missing_rate = check_real(missing_rate, "missing_rate", 0.0, 1.0, high_inclusive=False)
+    label_noise = check_real(label_noise, "label_noise", 0.0, 0.5)
 
     entropy = check_random_state(random_state).randint(0, 2 ** 31 - 1, size=4).tolist()
     cohort = _Cohort(n_people, n_weeks, effect_size, entropy)
@@ -845,6 +834,50 @@ def make_wearable_cohort(
     if return_sensor_embedding:
         result += (_sensor_embedding(cohort),)
     return result
+
+
+def wearable_week_labels(meta, y_static, y_weekly):
+    """Every health label of a cohort as one row per week.
+
+    The layout :func:`skicml.wearable.evaluate_probes` reads: the static
+    labels of :func:`make_wearable_cohort` repeated over each person's
+    weeks, then the weekly ones, so one table aligned with ``X`` holds the
+    six tasks of the wearable benchmarks.
+
+    Parameters
+    ----------
+    meta : pandas.DataFrame
+        One row per week with ``person_id``, as :func:`make_wearable_cohort`
+        returns it.
+    y_static : pandas.DataFrame
+        One row per person, indexed by ``person_id``, with ``age_group``,
+        ``sleep_disorder`` and ``beta_blocker``.
+    y_weekly : pandas.DataFrame
+        One row per week, aligned with ``meta``, with ``pregnancy``,
+        ``infection`` and ``sleep_duration``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per week (a fresh range index) and the columns
+        ``age_group``, ``sleep_disorder``, ``beta_blocker``, ``pregnancy``,
+        ``infection`` and ``sleep_duration``. The traits ``age``, ``sex`` and
+        ``bmi`` are left out.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_wearable_cohort, wearable_week_labels
+    >>> X, meta, y_static, y_weekly = make_wearable_cohort(n_people=3, n_weeks=2, random_state=0)
+    >>> labels = wearable_week_labels(meta, y_static, y_weekly)
+    >>> labels.shape
+    (6, 6)
+    >>> labels.columns.tolist()
+    ['age_group', 'sleep_disorder', 'beta_blocker', 'pregnancy', 'infection', 'sleep_duration']
+    """
+    labels = y_static.loc[meta["person_id"], list(_STATIC_LABELS)].reset_index(drop=True)
+    for task in _WEEKLY_LABELS:
+        labels[task] = y_weekly[task].to_numpy()
+    return labels
 
 
 def _sensor_embedding(cohort):
@@ -1021,9 +1054,9 @@ def load_wearable_example(recordings=None, *, variables=("activity",), min_obser
             f"variables must be a non-empty list of distinct names from "
             f"{list(_EXAMPLE_VARIABLES)}, got {variables!r}."
         )
-    min_observed_hours = _check_int(min_observed_hours, "min_observed_hours", 0)
+    min_observed_hours = check_int(min_observed_hours, "min_observed_hours", 0)
     if nonwear_minutes is not None:
-        nonwear_minutes = _check_int(nonwear_minutes, "nonwear_minutes", 1)
+        nonwear_minutes = check_int(nonwear_minutes, "nonwear_minutes", 1)
 
     folder = _pyactigraphy_data_dir()
     weeks, rows = [], []

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from skicml.datasets import _molecules, load_nci_tpsa, load_qm9, make_triangle_graphs
+from skicml.datasets import HARTREE_TO_EV, _molecules, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
 
 HAS_QM9 = importlib.util.find_spec("qm9pack") is not None
 HAS_RDKIT = importlib.util.find_spec("rdkit") is not None
@@ -80,6 +80,16 @@ def test_qm9_return_X_y_and_target_lists(qm9):
     np.testing.assert_allclose(y2[:, 0] - y2[:, 1], y, atol=2e-4)
     _, y_all = load_qm9(5, targets="all", random_state=2, return_X_y=True)
     assert y_all.shape == (5, len(_molecules._QM9_TARGETS))
+
+
+@needs_qm9
+def test_qm9_split_holds_out_every_tenth_molecule(qm9):
+    pretraining, benchmark = qm9_split()
+    assert (benchmark.index % 10 == 0).all() and (pretraining.index % 10 != 0).all()
+    assert len(pretraining) + len(benchmark) == QM9_SIZE
+    assert list(benchmark.columns) == ["smiles", "homo_lumo_gap"]
+    pd.testing.assert_frame_equal(benchmark, qm9.loc[benchmark.index, ["smiles", "homo_lumo_gap"]])
+    assert HARTREE_TO_EV == pytest.approx(27.211386)
 
 
 @needs_qm9

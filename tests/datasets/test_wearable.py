@@ -18,7 +18,7 @@ from sklearn.model_selection import GroupKFold, StratifiedKFold, cross_val_predi
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skicml.datasets import load_wearable_example, make_wearable_cohort, wearable_variables
+from skicml.datasets import load_wearable_example, make_wearable_cohort, wearable_variables, wearable_week_labels
 from skicml.datasets import _wearable
 
 CORE = list(wearable_variables("core").name)
@@ -424,3 +424,16 @@ def test_load_wearable_example_without_pyactigraphy(monkeypatch):
     monkeypatch.setattr(_wearable.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ImportError, match="pip install --no-deps pyActigraphy==1.2.2"):
         load_wearable_example()
+
+
+def test_week_labels_align_every_task_with_the_weeks():
+    X, meta, y_static, y_weekly = make_wearable_cohort(n_people=5, n_weeks=3, random_state=1)
+    labels = wearable_week_labels(meta, y_static, y_weekly)
+    assert labels.columns.tolist() == ["age_group", "sleep_disorder", "beta_blocker",
+                                       "pregnancy", "infection", "sleep_duration"]
+    assert len(labels) == len(X) and labels.index.tolist() == list(range(len(X)))
+    person = meta["person_id"].to_numpy()
+    for task in ("age_group", "sleep_disorder", "beta_blocker"):
+        np.testing.assert_array_equal(labels[task].to_numpy(), y_static[task].to_numpy()[person])
+    for task in ("pregnancy", "infection", "sleep_duration"):
+        np.testing.assert_array_equal(labels[task].to_numpy(), y_weekly[task].to_numpy())

@@ -1,0 +1,86 @@
+"""Argument checks shared by the generators and readers of :mod:`skicml.datasets`.
+
+Functions, not estimators, so scikit-learn's declared parameter constraints
+do not apply; these keep the messages of every ``make_*`` / ``load_*`` alike:
+the argument's name, what was expected, what was received.
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = ["check_int", "check_real", "is_real_in"]
+
+
+def check_int(value, name, low):
+    """``value`` as an ``int`` of at least ``low``.
+
+    Parameters
+    ----------
+    value : object
+    name : str
+        The argument's name, for the message.
+    low : int
+        Smallest allowed value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer (``bool`` is not one) or is below
+        ``low``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
+    return int(value)
+
+
+def is_real_in(value, low, high, high_inclusive=True):
+    """Whether ``value`` is a finite real number (not a ``bool``) in ``[low, high]``.
+
+    Parameters
+    ----------
+    value : object
+    low, high : float
+        Bounds; ``low`` is always included.
+    high_inclusive : bool, default=True
+        Whether ``high`` is allowed.
+
+    Returns
+    -------
+    bool
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = ok and np.isfinite(value) and value >= low
+    return bool(ok and (value <= high if high_inclusive else value < high))
+
+
+def check_real(value, name, low, high, high_inclusive=True):
+    """``value`` as a ``float`` in ``[low, high]`` (or ``[low, high)``).
+
+    Parameters
+    ----------
+    value : object
+    name : str
+        The argument's name, for the message.
+    low, high : float
+        Bounds; ``low`` is always included.
+    high_inclusive : bool, default=True
+        Whether ``high`` is allowed.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a finite real number in the interval.
+    """
+    if not is_real_in(value, low, high, high_inclusive):
+        bracket = "]" if high_inclusive else ")"
+        raise ValueError(f"{name} must be a number in [{low}, {high}{bracket}, got {value!r}.")
+    return float(value)
