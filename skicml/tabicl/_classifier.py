@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -14,18 +13,21 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
-from .._weights import load_weights
-from ..base import TorchEstimatorMixin, progress, to_device
+from .._weights import load_module
+from ..base import TorchEstimatorMixin, seeded
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
+from ._encoding import TransformToNumerical
+from ._ensemble import SHUFFLE_METHODS, EnsembleGenerator
+from ._inference import ROW_CHUNK, EnsembleContext
 from ._model import TabICLModel
-from ._preprocessing import EnsembleGenerator, TransformToNumerical
+from ._normalization import NORM_METHODS
 
 __all__ = ["TabICLClassifier", "TabICLEmbedder"]
 
-#: The model ``TabICLClassifier()`` uses when no ``model_path`` is given.
+#: The model ``TabICLClassifier()`` uses by default (``pretrained``).
 DEFAULT_MODEL = "tabicl-small"
 
-# Rows per forward pass at predict time; bounds memory, not results.
-_ROW_CHUNK = 2048
+_PRECISIONS = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 #: The paper's softmax temperature, also the starting point of ``"auto"``.
 OFFICIAL_TEMPERATURE = 0.9
@@ -35,28 +37,30 @@ _CALIBRATION_ROWS = 512
 _CALIBRATION_CONTEXT = 4096
 
 
-@lru_cache(maxsize=4)
-def _read_model(model_path, stamp):
-    payload = load_weights(model_path)
-    if not payload["config"]:
-        raise ValueError(
-            f"The checkpoint {model_path!r} has no 'config': TabICL needs the model "
-            "configuration saved beside the state dict (official checkpoints have it)."
-        )
-    return payload
-
-
 def load_tabicl_model(model_path=None):
     """Build a :class:`TabICLModel` from a shipped name or a checkpoint path.
 
     Returns ``(model, provenance)``; the model is in eval mode on the CPU.
     """
-    key = DEFAULT_MODEL if model_path is None else os.fspath(model_path)
-    stamp = os.path.getmtime(key) if os.path.isfile(key) else None
-    payload = _read_model(key, stamp)
-    model = TabICLModel(**payload["config"])
-    model.load_state_dict(payload["state_dict"])
-    return model.eval(), dict(payload["provenance"])
+    key = os.fspath(DEFAULT_MODEL if model_path is None else model_path)
+
+    def build(config):
+        if not config:
+            raise ValueError(
+                f"The checkpoint {key!r} has no 'config': TabICL needs the model "
+                "configuration saved beside the state dict (official checkpoints have it)."
+            )
+        return TabICLModel(**config)
+
+    model, _, provenance = load_module(key, build)
+    return model, provenance
+
+
+def _random_tabicl_model(seed):
+    """The paper's architecture with random weights (``pretrained=None``)."""
+    with seeded(seed):
+        model = TabICLModel()
+    return model.eval(), {"weights": f"random (seed {seed})"}
 
 
 def _calibration_folds(X_num, y, seed):
@@ -112,6 +116,17 @@ def _is_dataframe(X):
 class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
     """Input validation, preprocessing and the model shared by both estimators."""
 
+    _parameter_constraints = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "feat_shuffle_method": [StrOptions(set(SHUFFLE_METHODS))],
+        "outlier_threshold": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "model_path": [str, os.PathLike, None],
+        # -1 is every core, -2 all but one...; 0 threads is no count.
+        "n_jobs": [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None],
+        **shared_constraints("pretrained", "device", "random_state", "verbose"),
+    }
+
     def _validate_X(self, X, reset):
         if _is_dataframe(X):
             if X.ndim != 2:
@@ -126,8 +141,26 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         return validate_data(self, X, reset=reset, dtype=None, ensure_all_finite=False,
                              accept_sparse=False, ensure_2d=True, allow_nd=False)
 
+    def _weights_source(self):
+        """``pretrained``, or ``model_path`` (its alias) when that is given."""
+        pretrained, model_path = self.pretrained, self.model_path
+        if model_path is None:
+            return pretrained
+        # pretrained at its default does not disagree: model_path chose the model.
+        same = pretrained is not None and os.fspath(pretrained) in (DEFAULT_MODEL, os.fspath(model_path))
+        if not same:
+            raise ValueError(
+                f"pretrained={pretrained!r} and model_path={model_path!r} name different models; "
+                "model_path is an alias of pretrained: pass only one of them."
+            )
+        return model_path
+
     def _load(self):
-        model, provenance = load_tabicl_model(self.model_path)
+        source = self._weights_source()
+        if source is None:
+            model, provenance = _random_tabicl_model(self._seed())
+        else:
+            model, provenance = load_tabicl_model(source)
         return model.to(self._device()), provenance
 
     def _ensemble_seed(self):
@@ -137,58 +170,17 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
             return int(self.random_state)
         return self._seed()
 
-    def _check_common_params(self):
-        if not isinstance(self.n_estimators, numbers.Integral) or self.n_estimators < 1:
-            raise ValueError(f"n_estimators must be a positive integer, got {self.n_estimators!r}.")
-        if self.batch_size is not None and (not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}.")
-        threshold = self.outlier_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not threshold > 0 \
-                or not np.isfinite(threshold):
-            raise ValueError(f"outlier_threshold must be a positive finite number, got {threshold!r}.")
-
     @contextlib.contextmanager
     def _threads(self):
         """torch's thread count set from ``n_jobs``, restored even on errors."""
         previous = torch.get_num_threads()
         if self.n_jobs is not None:
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs=0 is not valid; use None, a positive count or -1.")
             cores = os.cpu_count() or 1
             torch.set_num_threads(min(self.n_jobs, cores) if self.n_jobs > 0 else max(1, cores + 1 + self.n_jobs))
         try:
             yield
         finally:
             torch.set_num_threads(previous)
-
-    # -- the label-free stages for every (method, permutation) -------------------
-    def _member_rows(self, model, permutation, cells):
-        """Row vectors (n, D) of one column order, from a method's column cells."""
-        cells = cells[:, :, torch.as_tensor(permutation, device=cells.device)]
-        rows = []
-        for start in range(0, cells.shape[1], _ROW_CHUNK):
-            rows.append(model.row_interactor(cells[:, start:start + _ROW_CHUNK]))
-        return torch.cat(rows, dim=1)[0]
-
-    def _column_context(self, model):
-        """Per method: inducing summaries and training-cell embeddings."""
-        contexts = {}
-        device = self._device()
-        dtype = next(model.parameters()).dtype
-        for method, X_train in self.ensemble_.X_train_.items():
-            X = torch.from_numpy(X_train).to(device, dtype).unsqueeze(0)
-            contexts[method] = model.col_embedder.context(X)
-        return contexts
-
-    def _test_cells(self, model, X_test):
-        device = self._device()
-        dtype = next(model.parameters()).dtype
-        cells = {}
-        for method, X in X_test.items():
-            summaries = to_device(self.column_context_[method][0], device)
-            cells[method] = model.col_embedder.embed_with_context(
-                torch.from_numpy(X).to(device, dtype).unsqueeze(0), summaries)
-        return cells
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -211,8 +203,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     member) and encodes it through the network; ``predict_proba`` classifies
     new rows in one forward pass, with no gradient step. By default the model
     shipped with skicml is used (``skicml info`` shows its provenance); pass
-    ``model_path`` to use a checkpoint on disk, such as an official TabICL
-    v1/v1.1 file.
+    ``pretrained`` (or its alias ``model_path``) to use a checkpoint on disk,
+    such as an official TabICL v1/v1.1 file.
 
     Parameters
     ----------
@@ -280,13 +272,22 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Cache at ``fit`` the in-context keys and values of the training rows,
         so ``predict_proba`` only encodes the test rows. ``"auto"`` caches
         when that takes under 2 GB.
+    pretrained : str, path-like or None, default="tabicl-small"
+        A shipped model name (``skicml info`` lists them) or the path of a
+        checkpoint on this machine: a file in skicml's format or an official
+        TabICL checkpoint. ``None`` builds the paper's architecture with
+        random weights seeded from ``random_state`` (for tests and as a
+        baseline; it predicts at about chance). Nothing is ever downloaded:
+        hub names and URLs raise.
     model_path : str, path-like or None, default=None
-        A shipped model name or a checkpoint file; ``None`` is the shipped
-        default. Nothing is ever downloaded.
+        The official estimator's name for ``pretrained``; when given, it is
+        the model used. Passing both with different values raises a
+        ``ValueError``.
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
         Seeds the ensemble (column orders, class shifts, noise of
-        ``quantile_rtdl``) and ``max_context`` subsampling.
+        ``quantile_rtdl``), ``max_context`` subsampling and the random
+        weights of ``pretrained=None``.
     n_jobs : int or None, default=None
         torch threads during ``fit`` and ``predict`` (``-1``: all cores);
         restored afterwards.
@@ -321,10 +322,25 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     (2, 3)
     """
 
+    _parameter_constraints = {
+        **_TabICLBase._parameter_constraints,
+        # A list's entries are checked against NORM_METHODS when the ensemble is drawn.
+        "norm_methods": [StrOptions(set(NORM_METHODS)), "array-like", None],
+        "class_shift": ["boolean"],
+        "softmax_temperature": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "average_logits": ["boolean"],
+        "use_hierarchical": ["boolean"],
+        "max_context": [Interval(Integral, 1, None, closed="left"), None],
+        "pca_components": [Interval(Integral, 1, None, closed="left"), None],
+        "inference_precision": [StrOptions(set(_PRECISIONS))],
+        "cache": [StrOptions({"auto"}), "boolean"],
+    }
+
     def __init__(self, n_estimators=32, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
                  outlier_threshold=4.0, softmax_temperature="auto", average_logits=True, use_hierarchical=True,
                  batch_size=8, max_context=None, pca_components=16, inference_precision="float32", cache="auto",
-                 model_path=None, device="auto", random_state=None, n_jobs=None, verbose=0):
+                 pretrained=DEFAULT_MODEL, model_path=None, device="auto", random_state=None, n_jobs=None,
+                 verbose=0):
         self.n_estimators = n_estimators
         self.norm_methods = norm_methods
         self.feat_shuffle_method = feat_shuffle_method
@@ -338,6 +354,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         self.pca_components = pca_components
         self.inference_precision = inference_precision
         self.cache = cache
+        self.pretrained = pretrained
         self.model_path = model_path
         self.device = device
         self.random_state = random_state
@@ -349,8 +366,6 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         n = len(y)
         if self.max_context is None or n <= self.max_context:
             return X, y
-        if not isinstance(self.max_context, numbers.Integral) or self.max_context < 1:
-            raise ValueError(f"max_context must be a positive integer or None, got {self.max_context!r}.")
         classes, codes = np.unique(y, return_inverse=True)
         keep = []
         # Stratified: every class keeps its share, and at least one row.
@@ -362,6 +377,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         X = X.iloc[keep] if _is_dataframe(X) else X[keep]
         return X, y[keep]
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Preprocess and encode the training table.
 
@@ -377,23 +393,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         -------
         self : TabICLClassifier
         """
-        self._check_common_params()
         if y is None:
             raise ValueError("TabICLClassifier requires y to be passed, but the target y is None.")
-        if self.cache not in ("auto", True, False):
-            raise ValueError(f"cache must be 'auto', True or False, got {self.cache!r}.")
-        precisions = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-        if self.inference_precision not in precisions:
-            raise ValueError(
-                "inference_precision must be 'float32', 'float64' or 'bfloat16', "
-                f"got {self.inference_precision!r}."
-            )
-        auto = isinstance(self.softmax_temperature, str) and self.softmax_temperature == "auto"
-        if not auto and not (isinstance(self.softmax_temperature, numbers.Real)
-                             and np.isfinite(self.softmax_temperature) and self.softmax_temperature > 0):
-            raise ValueError(
-                f"softmax_temperature must be a positive number or 'auto', got {self.softmax_temperature!r}."
-            )
         X = self._validate_X(X, reset=True)
         y = column_or_1d(check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=False), warn=True)
         if len(y) != X.shape[0]:
@@ -407,7 +408,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         self.classes_ = self.label_encoder_.classes_
         n_classes = len(self.classes_)
         self.model_, self.model_provenance_ = self._load()
-        self.model_ = self.model_.to(precisions[self.inference_precision])
+        self.model_ = self.model_.to(_PRECISIONS[self.inference_precision])
         if n_classes > self.model_.max_classes and not self.use_hierarchical:
             raise ValueError(
                 f"y has {n_classes} classes but the model handles {self.model_.max_classes} natively; "
@@ -429,7 +430,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             self.softmax_temperature_ = self._model_temperature()
             if not self._fallback_:
                 self._encode_context()
-                if auto:
+                if self.softmax_temperature == "auto":
                     folds = _calibration_folds(X_num, y_encoded, seed)
                     self.softmax_temperature_ = self._model_temperature() / self._fit_sharpening(folds, y_encoded)
         return self
@@ -438,59 +439,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         """The temperature inside the network (class-tree nodes, averaged logits)."""
         return OFFICIAL_TEMPERATURE if isinstance(self.softmax_temperature, str) else float(self.softmax_temperature)
 
-    def _cache_bytes(self, n_train):
-        icl = self.model_.icl_predictor
-        width = icl.ln.normalized_shape[0]
-        itemsize = icl.ln.weight.element_size()
-        return 2 * len(icl.tf_icl.blocks) * n_train * width * itemsize * self.n_estimators_
-
     def _encode_context(self):
-        model = self.model_
-        ensemble = self.ensemble_
-        n_train = len(ensemble.y_train_)
-        hierarchical = len(self.classes_) > model.max_classes
-        use_cache = not hierarchical and (
-            self.cache is True or (self.cache == "auto" and self._cache_bytes(n_train) < 2 * 1024**3)
-        )
-        device = self._device()
         with torch.inference_mode():
-            self.column_context_ = self._column_context(model)
-            self.member_rows_ = {}
-            self.member_context_ = [] if use_cache else None
-            configs = ensemble.configs_
-            for index, (method, permutation, offset) in enumerate(
-                progress(configs, verbose=self.verbose, desc="TabICL context", unit="member")
-            ):
-                key = (method, tuple(permutation.tolist()))
-                if key not in self.member_rows_:
-                    summaries, cells = self.column_context_[method]
-                    self.member_rows_[key] = self._member_rows(model, permutation, cells)
-                if use_cache:
-                    y_member = torch.from_numpy(ensemble.y_members_[index]).to(device).unsqueeze(0)
-                    context = model.icl_predictor.context(self.member_rows_[key].unsqueeze(0), y_member)
-                    self.member_context_.append(context)
+            self.context_ = EnsembleContext(self.model_, self.ensemble_, cache=self.cache, verbose=self.verbose)
 
     # -- predict ----------------------------------------------------------------
-    def _member_logits(self, model, index, R_test):
-        """Logits (m, K) of member ``index`` over the classes, offset undone."""
-        method, permutation, offset = self.ensemble_.configs_[index]
-        n_classes = len(self.classes_)
-        if self.member_context_ is not None:
-            context = to_device(self.member_context_[index], R_test.device)
-            logits = model.icl_predictor.forward_with_context(R_test.unsqueeze(0), context)
-            logits = logits[0, :, :n_classes]
-        else:
-            logits = self._member_logits_in_context(model, index, slice(None), R_test)
-        return self._member_output(model, logits, offset)
-
-    def _member_logits_in_context(self, model, index, context, R_query):
-        """Raw logits of member ``index`` for ``R_query`` against its training rows ``context``."""
-        method, permutation, _ = self.ensemble_.configs_[index]
-        R_train = self.member_rows_[(method, tuple(permutation.tolist()))].to(R_query.device)
-        y_member = torch.from_numpy(self.ensemble_.y_members_[index]).to(R_query.device)
-        rows = torch.cat([R_train[context], R_query]).unsqueeze(0)
-        return model.logits_from_rows(rows, y_member[context].unsqueeze(0), self._model_temperature())[0]
-
     def _member_output(self, model, logits, offset):
         """What members contribute to the average: logits or probabilities, offset undone."""
         tau = self._model_temperature()
@@ -522,10 +475,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                   for fold in np.unique(folds[held])]
         total = np.zeros((len(held), len(self.classes_)))
         with torch.inference_mode():
-            for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
-                R = self.member_rows_[(method, tuple(permutation.tolist()))]
+            for index, (_, _, offset) in enumerate(self.ensemble_.configs_):
                 for query, context in splits:
-                    logits = self._member_logits_in_context(model, index, context, R[query])
+                    logits = self.context_.held_out_logits(model, index, query, context, self._model_temperature())
                     total[np.searchsorted(held, query)] += (
                         self._member_output(model, logits, offset).double().cpu().numpy())
         log_proba = self._log_proba(total / self.n_estimators_)
@@ -542,14 +494,10 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
 
     def _predict_chunk(self, X_test):
         model = self.model_.to(self._device())
-        cells = self._test_cells(model, X_test)
+        members = self.context_.member_logits(model, self.ensemble_, X_test, self._model_temperature())
         total = None
-        rows_cache = {}
-        for index, (method, permutation, offset) in enumerate(self.ensemble_.configs_):
-            key = (method, tuple(permutation.tolist()))
-            if key not in rows_cache:
-                rows_cache[key] = self._member_rows(model, permutation, cells[method])
-            out = self._member_logits(model, index, rows_cache[key]).double()
+        for logits, (_, _, offset) in zip(members, self.ensemble_.configs_):
+            out = self._member_output(model, logits, offset).double()
             total = out if total is None else total + out
         average = (total / self.n_estimators_).cpu().numpy()
         if self.average_logits:
@@ -583,8 +531,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             X_test = self.ensemble_.transform(self.encoder_.transform(X))
             chunks = []
             n = X.shape[0]
-            for start in range(0, n, _ROW_CHUNK):
-                chunk = {m: v[start:start + _ROW_CHUNK] for m, v in X_test.items()}
+            for start in range(0, n, ROW_CHUNK):
+                chunk = {m: v[start:start + ROW_CHUNK] for m, v in X_test.items()}
                 chunks.append(self._predict_chunk(chunk))
         return np.vstack(chunks)
 
@@ -620,9 +568,14 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
     outlier_threshold : float, default=4.0
     batch_size : int or None, default=8
         Accepted for symmetry with :class:`TabICLClassifier`; no effect yet.
+    pretrained : str, path-like or None, default="tabicl-small"
+        A shipped model name or the path of a checkpoint on this machine, as
+        in :class:`TabICLClassifier`; ``None`` gives random weights.
     model_path : str, path-like or None, default=None
+        Alias of ``pretrained``, as in :class:`TabICLClassifier`.
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
+        Seeds the column orders and the random weights of ``pretrained=None``.
     n_jobs : int or None, default=None
     verbose : int, default=0
 
@@ -642,22 +595,29 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
     178
     """
 
+    _parameter_constraints = {
+        **_TabICLBase._parameter_constraints,
+        "norm_method": [StrOptions(set(NORM_METHODS))],
+    }
+
     def __init__(self, n_estimators=4, norm_method="power", feat_shuffle_method="latin", outlier_threshold=4.0,
-                 batch_size=8, model_path=None, device="auto", random_state=None, n_jobs=None, verbose=0):
+                 batch_size=8, pretrained=DEFAULT_MODEL, model_path=None, device="auto", random_state=None,
+                 n_jobs=None, verbose=0):
         self.n_estimators = n_estimators
         self.norm_method = norm_method
         self.feat_shuffle_method = feat_shuffle_method
         self.outlier_threshold = outlier_threshold
         self.batch_size = batch_size
+        self.pretrained = pretrained
         self.model_path = model_path
         self.device = device
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Preprocess ``X`` and summarise its columns (``y`` is ignored)."""
-        self._check_common_params()
         X = self._validate_X(X, reset=True)
         with self._threads():
             self.encoder_ = TransformToNumerical().fit(X)
@@ -671,10 +631,10 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
             # Representations are features: computed in float64 so that they do
             # not depend on how rows are batched.
             self.model_ = self.model_.double()
-            self.n_components_ = self.model_.icl_predictor.ln.normalized_shape[0]
+            self.n_components_ = self.model_.row_dim
             if self.ensemble_.n_features_out_ > 0:
                 with torch.inference_mode():
-                    self.column_context_ = self._column_context(self.model_)
+                    self.context_ = EnsembleContext(self.model_, self.ensemble_, labels=False)
         return self
 
     def transform(self, X):
@@ -687,11 +647,9 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
             X_test = self.ensemble_.transform(self.encoder_.transform(X))
             model = self.model_.to(self._device())
             out = []
-            for start in range(0, X.shape[0], _ROW_CHUNK):
-                chunk = {m: v[start:start + _ROW_CHUNK] for m, v in X_test.items()}
-                cells = self._test_cells(model, chunk)
-                rows = [self._member_rows(model, p, cells[m]) for m, p, _ in self.ensemble_.configs_]
-                out.append(torch.stack(rows).double().mean(0).cpu().numpy())
+            for start in range(0, X.shape[0], ROW_CHUNK):
+                chunk = {m: v[start:start + ROW_CHUNK] for m, v in X_test.items()}
+                out.append(self.context_.embed(model, self.ensemble_, chunk).cpu().numpy())
         return np.vstack(out)
 
     def get_feature_names_out(self, input_features=None):

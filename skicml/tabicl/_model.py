@@ -27,6 +27,7 @@ batches (:meth:`TabICLModel.build_context`, :meth:`TabICLModel.predict_with_cont
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +36,7 @@ from torch import nn
 from ..nn.attention import InducedSelfAttentionBlock, MultiheadAttentionBlock
 from ..nn.rope import RotaryEmbedding
 
-__all__ = ["TabICLModel", "class_group_sizes"]
+__all__ = ["ColumnContext", "TabICLContext", "TabICLModel", "class_group_sizes"]
 
 
 class _Blocks(nn.Module):
@@ -342,23 +343,153 @@ class TabICLModel(nn.Module):
         visit(rows, y_train.long(), R_test.new_ones(R_test.shape[0]))
         return out
 
-    # -- fit-time cache -------------------------------------------------------
-    def build_context(self, X_train, y_train):
-        """Everything the test rows need from the training rows, computed once.
+    # -- inference: what the training rows contribute, computed once -----------
+    @property
+    def row_dim(self):
+        """Width of a row vector, ``row_num_cls * embed_dim``."""
+        return self.icl_predictor.ln.normalized_shape[0]
 
-        Only for ``K <= max_classes`` classes. Returns a dict holding the
-        column-stage summaries and the in-context keys/values.
+    def context_nbytes(self, n_train):
+        """Memory of the in-context keys and values of ``n_train`` training rows (one table)."""
+        icl = self.icl_predictor
+        return 2 * len(icl.tf_icl.blocks) * n_train * self.row_dim * icl.ln.weight.element_size()
+
+    def column_context(self, X_train):
+        """The column stage's summary of training columns ``X_train`` (B, n_train, H).
+
+        Label-free, and the same for any order of the columns, since every
+        column is embedded as a set of its own: tables that differ only in
+        their labels or column order share it.
         """
-        summaries, train_cells = self.col_embedder.context(X_train)
-        R_train = self.row_interactor(train_cells)
-        return {
-            "summaries": summaries,
-            "icl": self.icl_predictor.context(R_train, y_train),
-            "n_classes": int(torch.unique(y_train[0]).numel()),
-        }
+        return ColumnContext(*self.col_embedder.context(X_train))
 
-    def predict_with_context(self, context, X_test):
-        """Logits (B, n_test, K) of new rows against a :meth:`build_context`."""
-        cells = self.col_embedder.embed_with_context(X_test, context["summaries"])
-        R_test = self.row_interactor(cells)
-        return self.icl_predictor.forward_with_context(R_test, context["icl"])[..., : context["n_classes"]]
+    def encode_with_context(self, columns, X=None, permutations=(None,), chunk_size=2048):
+        """Row vectors of new rows, or of the training rows, for each column order.
+
+        Parameters
+        ----------
+        columns : ColumnContext
+        X : Tensor of shape (B, m, H) or None
+            New rows, embedded against the training columns; ``None`` means
+            the training rows themselves.
+        permutations : sequence of (H,) int arrays or None
+            Column orders to read the cells in (``None``: as given); the
+            column stage runs once for all of them.
+        chunk_size : int, default=2048
+            Rows per pass of the row stage; bounds memory, not results.
+
+        Returns
+        -------
+        list of Tensor of shape (B, m, row_dim), one per permutation
+        """
+        cells = columns.cells if X is None else self.col_embedder.embed_with_context(X, columns.summaries)
+        rows = []
+        for permutation in permutations:
+            ordered = cells if permutation is None else cells[:, :, torch.as_tensor(permutation, device=cells.device)]
+            rows.append(torch.cat([self.row_interactor(ordered[:, start:start + chunk_size])
+                                   for start in range(0, ordered.shape[1], chunk_size)], dim=1))
+        return rows
+
+    def build_context(self, X_train, y_train, *, permutation=None, rows=None, cache=True):
+        """Everything new rows need from the training rows of a batch of tables.
+
+        All tables of the batch must have the same number of classes.
+
+        Parameters
+        ----------
+        X_train : Tensor of shape (B, n_train, H) or ColumnContext
+            The training rows, or their :meth:`column_context` when tables
+            share it.
+        y_train : Tensor of shape (B, n_train)
+            Class ids.
+        permutation : (H,) int array or None
+            Column order the row stage reads.
+        rows : Tensor of shape (B, n_train, row_dim) or None
+            The training rows' vectors for that order, when already at hand
+            (see :meth:`encode_with_context`).
+        cache : bool, default=True
+            Also compute the in-context keys and values, so that predictions
+            only run the test rows; with more than ``max_classes`` classes
+            they are never cached (every node of the class tree has its own).
+
+        Returns
+        -------
+        TabICLContext
+        """
+        columns = X_train if isinstance(X_train, ColumnContext) else self.column_context(X_train)
+        if rows is None:
+            rows = self.encode_with_context(columns, permutations=[permutation])[0]
+        n_classes = int(torch.unique(y_train[0]).numel())
+        icl = self.icl_predictor.context(rows, y_train) if cache and n_classes <= self.max_classes else None
+        return TabICLContext(columns, permutation, rows, y_train, n_classes, icl)
+
+    def predict_with_context(self, context, X_test=None, *, rows=None, softmax_temperature=0.9):
+        """Logits of new rows against a :meth:`build_context`, as :meth:`predict_logits` returns them.
+
+        Parameters
+        ----------
+        context : TabICLContext
+        X_test : Tensor of shape (B, m, H) or None
+            New rows, in the column order of the training rows.
+        rows : Tensor of shape (B, m, row_dim) or None
+            Their row vectors instead (read in ``context.permutation``).
+        softmax_temperature : float, default=0.9
+            Temperature of the class tree's nodes (more than ``max_classes`` classes).
+
+        Returns
+        -------
+        Tensor of shape (B, m, n_classes)
+        """
+        if rows is None:
+            rows = self.encode_with_context(context.columns, X_test, [context.permutation])[0]
+        if context.icl is not None:
+            return self.icl_predictor.forward_with_context(rows, context.icl)[..., :context.n_classes]
+        return self.logits_from_rows(torch.cat([context.rows, rows], dim=1), context.y, softmax_temperature)
+
+
+@dataclass
+class ColumnContext:
+    """What training columns contribute to the column stage (label-free).
+
+    Attributes
+    ----------
+    summaries : list of Tensor of shape (B, H, num_inds, embed_dim)
+        The inducing summaries of every block.
+    cells : Tensor of shape (B, n_train, H, embed_dim)
+        Embeddings of the training cells.
+    """
+
+    summaries: list
+    cells: torch.Tensor
+
+
+@dataclass
+class TabICLContext:
+    """What the training rows of a batch of tables contribute to predicting new rows.
+
+    Attributes
+    ----------
+    columns : ColumnContext
+    permutation : (H,) int array or None
+        Column order the row stage reads.
+    rows : Tensor of shape (B, n_train, row_dim)
+        The training rows' vectors.
+    y : Tensor of shape (B, n_train)
+    n_classes : int
+    icl : list of (key, value) Tensors, or None
+        Per-block keys and values of the in-context stage; ``None`` when not
+        cached, in which case every prediction runs the training rows again.
+    """
+
+    columns: ColumnContext
+    permutation: object
+    rows: torch.Tensor
+    y: torch.Tensor
+    n_classes: int
+    icl: list | None = None
+
+    def select(self, index):
+        """The context of the training rows ``index`` only (not cached)."""
+        y = self.y[:, index]
+        return TabICLContext(self.columns, self.permutation, self.rows[:, index], y,
+                             int(torch.unique(y[0]).numel()))

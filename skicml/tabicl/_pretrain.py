@@ -26,11 +26,14 @@ import torch
 import torch.nn.functional as F
 
 from .._weights import save_weights
-from ..utils.pretraining import pretrain
+from ..utils.training import pretrain
 from ._model import TabICLModel
 from .prior import PriorConfig, TabularPrior
 
 __all__ = ["PRESETS", "main", "real_table_scores"]
+
+#: ``skicml pretrain tabicl`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "tabicl"
 
 #: Model sizes. ``small`` is what CPU pretraining affords (spec section 3.3).
 PRESETS = {
@@ -63,7 +66,7 @@ def prior_loss(model, batch):
 
 
 class _PriorSource:
-    """The prior as a stream of batches for :func:`skicml.utils.pretraining.pretrain`."""
+    """The prior as a stream of batches for :func:`skicml.utils.training.pretrain`."""
 
     def __init__(self, prior, batch_size):
         self.prior = prior
@@ -245,7 +248,7 @@ def _load_model_state(path):
     from .._weights import load_weights
 
     state = torch.load(path, map_location="cpu", weights_only=True) if os.path.exists(path) else {}
-    if "model" in state:  # a checkpoint of skicml.utils.pretraining.pretrain
+    if "model" in state:  # a checkpoint of skicml.utils.training.pretrain
         return state["model"]
     return {k: v.float() for k, v in load_weights(path)["state_dict"].items()}
 

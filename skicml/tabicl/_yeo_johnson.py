@@ -180,6 +180,8 @@ class YeoJohnsonTransformer(TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints: dict = {}
+
     def fit(self, X, y=None):
         X = validate_data(self, X, dtype=np.float64)
         n = X.shape[0]

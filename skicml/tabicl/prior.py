@@ -357,6 +357,7 @@ class TabularPrior:
 
     Examples
     --------
+    >>> from skicml.tabicl.prior import PriorConfig, TabularPrior
     >>> prior = TabularPrior(PriorConfig(max_features=8), seed=0)
     >>> batch = prior.sample(4, n_rows=64)
     >>> batch["X"].shape, batch["y"].shape, batch["n_train"] < 64

@@ -57,9 +57,9 @@ def test_test_rows_are_independent(data):
 def test_fit_time_cache_changes_nothing(data):
     X, y, X_test = data
     cached = _clf(cache=True).fit(X, y)
-    assert cached.member_context_ is not None
+    assert cached.context_.cached
     uncached = _clf(cache=False).fit(X, y)
-    assert uncached.member_context_ is None
+    assert not uncached.context_.cached
     np.testing.assert_allclose(cached.predict_proba(X_test), uncached.predict_proba(X_test), atol=1e-6)
 
 
@@ -79,7 +79,8 @@ def test_inference_precision_keeps_the_probabilities(data, precision):
 
 def test_bad_inference_precision_is_a_clear_error(data):
     X, y, _ = data
-    with pytest.raises(ValueError, match="inference_precision must be 'float32', 'float64' or 'bfloat16'"):
+    message = r"'inference_precision' parameter of TabICLClassifier must be a str among \{.*'bfloat16'.*\}"
+    with pytest.raises(ValueError, match=message):
         _clf(inference_precision="float16").fit(X, y)
 
 
@@ -298,14 +299,16 @@ def test_principal_view_members_alternate_with_raw_ones():
 @pytest.mark.parametrize("bad", [None, 0, -1.0, float("inf"), float("nan"), "4"])
 def test_bad_outlier_threshold_is_a_clear_error(bad):
     X, y = load_iris(return_X_y=True)
-    with pytest.raises(ValueError, match="outlier_threshold must be a positive finite number"):
+    message = r"'outlier_threshold' parameter of TabICLClassifier must be a float in the range \(0\.0, inf\)"
+    with pytest.raises(ValueError, match=message):
         _clf(outlier_threshold=bad).fit(X, y)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "all"])
 def test_bad_pca_components_is_a_clear_error(bad):
     X, y = load_iris(return_X_y=True)
-    with pytest.raises(ValueError, match="pca_components must be a positive integer or None"):
+    message = r"'pca_components' parameter of TabICLClassifier must be an int in the range \[1, inf\) or None"
+    with pytest.raises(ValueError, match=message):
         _clf(pca_components=bad).fit(X, y)
 
 
@@ -322,6 +325,48 @@ def test_missing_model_file_is_a_clear_error(data):
     X, y, _ = data
     with pytest.raises(FileNotFoundError, match="never downloads"):
         _clf(model_path="/nonexistent/tabicl.ckpt").fit(X, y)
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        _clf(pretrained="/nonexistent/tabicl.ckpt").fit(X, y)
+    with pytest.raises(ValueError, match="never downloads"):
+        _clf(pretrained="hf-hub:jingang/TabICL-clf").fit(X, y)
+
+
+def test_pretrained_and_its_alias_model_path_give_the_same_model(data, tmp_path):
+    from skicml._weights import load_weights, save_weights
+
+    X, y, X_test = data
+    payload = load_weights("tabicl-small")
+    path = tmp_path / "copy.pt"
+    save_weights(path, payload["state_dict"], payload["config"], {"note": "a copy"})
+    default = _clf().fit(X, y)
+    expected = default.predict_proba(X_test)
+    for clf in (_clf(pretrained=str(path)), _clf(model_path=str(path)),
+                _clf(pretrained=path, model_path=str(path)), _clf(pretrained="tabicl-small", model_path=path)):
+        clf.fit(X, y)
+        assert clf.model_provenance_["note"] == "a copy"
+        np.testing.assert_array_equal(clf.predict_proba(X_test), expected)
+    assert _clf(model_path="tabicl-small").fit(X, y).model_provenance_ == default.model_provenance_
+    embedded = TabICLEmbedder(n_estimators=1, random_state=0, model_path=str(path)).fit(X).transform(X_test)
+    np.testing.assert_array_equal(TabICLEmbedder(n_estimators=1, random_state=0).fit(X).transform(X_test), embedded)
+
+
+@pytest.mark.parametrize("cls", [TabICLClassifier, TabICLEmbedder])
+def test_conflicting_pretrained_and_model_path_raise(data, tmp_path, cls):
+    X, y, _ = data
+    for pretrained in ("other-model", None):
+        with pytest.raises(ValueError, match=r"pretrained=.* and model_path='b\.pt' name different models"):
+            cls(pretrained=pretrained, model_path="b.pt").fit(X, y)
+
+
+def test_pretrained_none_gives_random_weights(data):
+    X, y, X_test = data
+    a = _clf(pretrained=None, n_estimators=1).fit(X, y)
+    b = _clf(pretrained=None, n_estimators=1).fit(X, y)
+    assert a.model_provenance_["weights"].startswith("random")
+    assert a.model_.config == TabICLModel().config
+    np.testing.assert_array_equal(a.predict_proba(X_test), b.predict_proba(X_test))
+    shipped = _clf(n_estimators=1).fit(X, y)
+    assert not np.allclose(a.predict_proba(X_test), shipped.predict_proba(X_test))
 
 
 def test_embedder_shapes_and_pipeline(data):

@@ -1,4 +1,4 @@
-"""TabICL input preprocessing and ensemble configuration (skicml.tabicl._preprocessing)."""
+"""TabICL input preprocessing and ensemble configuration (skicml.tabicl._encoding, _normalization, _ensemble)."""
 
 import itertools
 import pickle
@@ -12,18 +12,15 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skicml.tabicl._preprocessing import (
+from skicml.tabicl._encoding import TransformToNumerical, UniqueFeatureFilter
+from skicml.tabicl._ensemble import EnsembleGenerator, feature_permutations, latin_square_permutations
+from skicml.tabicl._normalization import (
     NORM_METHODS,
     CustomStandardScaler,
-    EnsembleGenerator,
     OutlierRemover,
     PreprocessingPipeline,
     PrincipalProjection,
     RTDLQuantileTransformer,
-    TransformToNumerical,
-    UniqueFeatureFilter,
-    feature_permutations,
-    latin_square_permutations,
 )
 
 DETERMINISTIC_METHODS = ["none", "power", "robust", "quantile"]

@@ -1,4 +1,7 @@
-"""Pretraining TabICL on the prior: learning, exact resumption, DDP, export."""
+"""Pretraining TabICL on the prior: learning, DDP, export.
+
+The step loop's exact resumption is tested in tests/utils/test_training.py.
+"""
 
 import json
 import socket
@@ -14,18 +17,9 @@ from skicml import _weights
 from skicml.tabicl._model import TabICLModel
 from skicml.tabicl._pretrain import PRESETS, _PriorSource, main, prior_loss
 from skicml.tabicl.prior import PriorConfig, TabularPrior
-from skicml.utils.pretraining import pretrain
+from skicml.utils.training import pretrain
 
 CONFIG = PriorConfig(max_features=6, min_rows=32, max_rows=48)
-
-
-def _run(steps, checkpoint=None, max_seconds=None, seed=0):
-    torch.manual_seed(seed)
-    model = TabICLModel(**PRESETS["tiny"])
-    source = _PriorSource(TabularPrior(CONFIG, seed=seed), batch_size=4)
-    history = pretrain(model, source, prior_loss, steps=steps, lr=3e-3, checkpoint_path=checkpoint,
-                       checkpoint_every=1, max_seconds=max_seconds, verbose=0, device="cpu")
-    return model, history
 
 
 def test_short_pretraining_beats_uniform_guessing():
@@ -62,18 +56,6 @@ def test_prior_loss_drops_shared_padding_exactly():
         padded = model(wide["X"], batch["y"][:, :n_train], n_features=batch["n_features"])
         expected = F.cross_entropy(padded.flatten(0, 1), batch["y"][:, n_train:].flatten())
         assert float(prior_loss(model, wide)) == pytest.approx(float(expected), abs=1e-5)
-
-
-def test_resumed_run_equals_uninterrupted_run(tmp_path):
-    straight, straight_history = _run(4, checkpoint=tmp_path / "a.ckpt")
-    # Stop after the first step (time budget 0), then resume from the file.
-    _, first = _run(4, checkpoint=tmp_path / "b.ckpt", max_seconds=0)
-    assert first["step"] == 1
-    resumed, history = _run(4, checkpoint=tmp_path / "b.ckpt", seed=123)  # seed is overridden by the checkpoint
-    assert history["step"] == 4
-    assert history["loss"] == straight_history["loss"]
-    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
-        assert torch.equal(a, b), name
 
 
 def test_recipe_exports_a_loadable_model(tmp_path, capsys):
@@ -154,7 +136,7 @@ WORKER = textwrap.dedent('''
     from skicml.tabicl._model import TabICLModel
     from skicml.tabicl._pretrain import PRESETS, _PriorSource, prior_loss
     from skicml.tabicl.prior import PriorConfig, TabularPrior
-    from skicml.utils.pretraining import pretrain
+    from skicml.utils.training import pretrain
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")

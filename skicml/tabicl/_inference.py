@@ -1,0 +1,172 @@
+"""A fitted TabICL ensemble at inference: each member's context, its cache, its predictions.
+
+Every member of the ensemble (:class:`~._ensemble.EnsembleGenerator`) is the
+network run on one preprocessed view of the training table, its columns in
+one order, its labels cyclically shifted. :class:`EnsembleContext` builds at
+``fit`` what each member's training rows contribute
+(:meth:`TabICLModel.build_context`) and predicts through it
+(:meth:`TabICLModel.predict_with_context`), sharing work the network allows
+to share: members of one view share its column context (the column stage
+does not depend on column order or labels), and members that also read the
+columns in the same order share the training rows' vectors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..base import progress
+
+__all__ = ["ROW_CHUNK", "EnsembleContext"]
+
+# Rows per forward pass at predict time; bounds memory, not results.
+ROW_CHUNK = 2048
+
+# cache="auto" caches the in-context keys and values when all members' take less.
+_AUTO_CACHE_BYTES = 2 * 1024**3
+
+
+def _moved(value, device, memo):
+    """``value`` with every tensor nested in it on ``device``.
+
+    A tensor reached twice (members share their view's columns and rows) is
+    moved once and stays shared.
+    """
+    if isinstance(value, torch.Tensor):
+        if id(value) not in memo:
+            memo[id(value)] = value.detach().to(device)
+        return memo[id(value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{field.name: _moved(getattr(value, field.name), device, memo)
+                                             for field in dataclasses.fields(value)})
+    if isinstance(value, dict):
+        return {key: _moved(item, device, memo) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_moved(item, device, memo) for item in value)
+    return value
+
+
+def _order_key(permutation):
+    return tuple(permutation.tolist())
+
+
+class EnsembleContext:
+    """What the training table contributes to every member of a fitted ensemble.
+
+    Parameters
+    ----------
+    model : TabICLModel
+        On the device and in the precision of inference.
+    ensemble : EnsembleGenerator
+        Fitted: its preprocessed training views and member configurations.
+    labels : bool, default=True
+        Build the members' contexts; ``False`` keeps only the label-free
+        column contexts (row representations need nothing else).
+    cache : {"auto", True, False}, default="auto"
+        Cache the members' in-context keys and values (``"auto"``: when they
+        take under 2 GB together).
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    columns : dict of str -> ColumnContext
+        The column context of every view.
+    members : list of TabICLContext
+        One per member, in the order of ``ensemble.configs_`` (empty with
+        ``labels=False``).
+    cached : bool
+        Whether the members hold their in-context keys and values.
+    """
+
+    def __init__(self, model, ensemble, *, labels=True, cache="auto", verbose=0):
+        self.columns = {view: model.column_context(_as_input(X_train, model))
+                        for view, X_train in ensemble.X_train_.items()}
+        self.members = []
+        self.cached = False
+        if not labels:
+            return
+        self.cached = ensemble.n_classes_ <= model.max_classes and (cache is True or (
+            cache == "auto"
+            and model.context_nbytes(len(ensemble.y_train_)) * ensemble.n_estimators_ < _AUTO_CACHE_BYTES))
+        rows = {}
+        device = _device_of(model)
+        for index, (view, permutation, _) in enumerate(
+            progress(ensemble.configs_, verbose=verbose, desc="TabICL context", unit="member")
+        ):
+            key = (view, _order_key(permutation))
+            if key not in rows:
+                rows[key] = model.encode_with_context(self.columns[view], permutations=[permutation])[0]
+            y = torch.from_numpy(ensemble.y_members_[index]).to(device).unsqueeze(0)
+            self.members.append(model.build_context(self.columns[view], y, permutation=permutation,
+                                                    rows=rows[key], cache=self.cached))
+
+    def to(self, device):
+        """This context with its tensors on ``device`` (shared tensors stay shared)."""
+        moved = object.__new__(type(self))
+        moved.__dict__.update(_moved(self.__dict__, device, {}))
+        return moved
+
+    def __getstate__(self):
+        # Pickled on the CPU, as TorchEstimatorMixin pickles fitted tensors.
+        return _moved(self.__dict__, "cpu", {})
+
+    def _test_rows(self, model, ensemble, X_test):
+        """Row vectors of test rows for every (view, column order) of the members."""
+        rows = {}
+        for view, X in X_test.items():
+            orders = {}
+            for member_view, permutation, _ in ensemble.configs_:
+                if member_view == view:
+                    orders.setdefault(_order_key(permutation), permutation)
+            encoded = model.encode_with_context(self.columns[view], _as_input(X, model), list(orders.values()))
+            rows.update(((view, key), r) for key, r in zip(orders, encoded))
+        return rows
+
+    def member_logits(self, model, ensemble, X_test, softmax_temperature):
+        """Logits (m, K) of every member for test rows, in member order.
+
+        Parameters
+        ----------
+        model : TabICLModel
+        ensemble : EnsembleGenerator
+        X_test : dict of str -> ndarray of shape (m, H_view)
+            The test rows preprocessed for every view (``ensemble.transform``).
+        softmax_temperature : float
+            Temperature of the class tree's nodes.
+
+        Yields
+        ------
+        Tensor of shape (m, K), one per member; the class offset is not undone.
+        """
+        context = self.to(_device_of(model))
+        rows = context._test_rows(model, ensemble, X_test)
+        for member, (view, permutation, _) in zip(context.members, ensemble.configs_):
+            logits = model.predict_with_context(member, rows=rows[view, _order_key(permutation)],
+                                                softmax_temperature=softmax_temperature)
+            yield logits[0]
+
+    def held_out_logits(self, model, index, query, context, softmax_temperature):
+        """Logits of member ``index`` for its training rows ``query`` against its training rows ``context``."""
+        member = _moved(self.members[index], _device_of(model), {})
+        return model.predict_with_context(member.select(context), rows=member.rows[:, query],
+                                          softmax_temperature=softmax_temperature)[0]
+
+    def embed(self, model, ensemble, X_test):
+        """Row vectors (m, row_dim) of test rows, averaged over the members, float64."""
+        context = self.to(_device_of(model))
+        rows = context._test_rows(model, ensemble, X_test)
+        members = [rows[view, _order_key(permutation)][0] for view, permutation, _ in ensemble.configs_]
+        return torch.stack(members).double().mean(0)
+
+
+def _device_of(model):
+    return next(model.parameters()).device
+
+
+def _as_input(X, model):
+    """A preprocessed table (n, H) as a batch of one on the model's device and dtype."""
+    parameter = next(model.parameters())
+    return torch.from_numpy(X).to(parameter.device, parameter.dtype).unsqueeze(0)
+
