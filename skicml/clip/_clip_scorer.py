@@ -10,7 +10,9 @@ neither open_clip nor a model.
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from ._embedder import CLIPEmbedder, _kind_of
+from ..utils.images import image_input_kind
+from ..utils.param_validation import StrOptions, fit_context
+from ._embedder import CLIPEmbedder
 from ._scorer import WhitenedLikelihoodOutlierDetector
 
 __all__ = ["WhitenedCLIPScorer"]
@@ -122,6 +124,12 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
     (2,)
     """
 
+    _parameter_constraints = {
+        **WhitenedLikelihoodOutlierDetector._parameter_constraints,
+        "embedder": [CLIPEmbedder, None],
+        "modality": [StrOptions({"image", "text"}), None],
+    }
+
     def __init__(
         self,
         embedder=None,
@@ -161,14 +169,6 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
     # ------------------------------------------------------------------
     # the encoder in front of the whitening
     # ------------------------------------------------------------------
-    def _check_modality(self):
-        if self.modality not in (None, "image", "text"):
-            raise ValueError(f"modality={self.modality!r}; expected None, 'image' or 'text'.")
-        if self.embedder is not None and not isinstance(self.embedder, CLIPEmbedder):
-            raise ValueError(
-                f"embedder must be a CLIPEmbedder or None, got {type(self.embedder).__name__}."
-            )
-
     def _raw_modality(self, kind):
         """The modality raw input of this kind is read as."""
         if kind == "image":
@@ -179,11 +179,10 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
 
     def _embeddings_for_fit(self, X):
         """Fit the encoder if needed; return what the whitening is fitted on."""
-        self._check_modality()
         for stale in ("embedder_",):
             if hasattr(self, stale):
                 delattr(self, stale)
-        kind = _kind_of(X)
+        kind = image_input_kind(X)
         if kind == "embedding":
             self.input_modality_ = "embedding"
             if self.embedder is None:
@@ -201,7 +200,7 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
         return self.embedder_.transform(X)
 
     def _embed(self, X):
-        kind = _kind_of(X)
+        kind = image_input_kind(X)
         if kind == "embedding":
             return X
         embedder = getattr(self, "embedder_", None)
@@ -229,6 +228,7 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
     # ------------------------------------------------------------------
     # fitting (scoring goes through _validate)
     # ------------------------------------------------------------------
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the whitening (and the threshold) on reference images, captions or embeddings.
 
@@ -248,6 +248,7 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
         self._check_embed_dim()
         return self
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit_predict(self, X, y=None):
         """Fit on ``X`` and label it (+1 inlier, -1 outlier), encoding ``X`` once.
 
@@ -297,7 +298,6 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
         WhitenedCLIPScorer
         """
         model = super().from_precomputed(mean, whitening_matrix, X_reference=X_reference, **params)
-        model._check_modality()
         model.input_modality_ = "embedding"
         model.model_fingerprint_ = None
         if model.embedder is not None:

@@ -13,17 +13,25 @@ import json
 import numbers
 import os
 import warnings
-import zipfile
 
 import numpy as np
 import torch
-from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_memory, validate_data
 
 from .. import _weights
 from ..base import TorchEstimatorMixin, seed_from_random_state, seeded
-from ._model import build_clip, import_open_clip
+from ..utils.param_validation import HasMethods, Integral, Interval, StrOptions, fit_context, shared_constraints
+from ..utils.images import (
+    check_captions,
+    check_images,
+    image_input_kind,
+    images_from_rows,
+    pil_from_array,
+    preprocess_images,
+)
+from ._model import build_clip, import_open_clip, is_skicml_checkpoint
+from ._model import is_torchscript_archive as _is_torchscript
 
 __all__ = ["CLIPEmbedder", "DEFAULT_CLIP"]
 
@@ -65,29 +73,6 @@ def _fingerprint(state_dict):
 def _file_key(path):
     stat = os.stat(path)
     return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
-
-
-def _is_torchscript(path):
-    """OpenAI's CLIP releases are TorchScript archives: zips with a code/ folder."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return any("/code/" in name or name.startswith("code/") for name in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
-        return False
-
-
-def _skicml_payload(path):
-    """The payload of a skicml weights file (``save_weights`` format with an
-    open_clip ``model_cfg``), or None for any other checkpoint."""
-    if str(path).endswith((".safetensors", ".npz", ".npy")):
-        return None
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - not ours (old format, JIT archive, other pickles)
-        return None
-    if isinstance(payload, dict) and isinstance(payload.get("config"), dict) and "model_cfg" in payload["config"]:
-        return _weights.load_weights(path)
-    return None
 
 
 def _open_clip_tag(model_name, pretrained):
@@ -239,6 +224,21 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     (4, 8)
     """
 
+    _parameter_constraints = {
+        "model_name": [str, None],
+        "model_config": [dict, None],
+        "modality": [StrOptions(set(_MODALITIES))],
+        "normalize": ["boolean"],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "precision": [StrOptions(set(_PRECISIONS))],
+        "quick_gelu": ["boolean", None],
+        # Its entries are checked in fit: no declared rule reads inside a tuple.
+        "image_shape": ["array-like", None],
+        # What sklearn.utils.validation.check_memory accepts.
+        "memory": [None, str, HasMethods(["cache"])],
+        **shared_constraints("pretrained", "device", "random_state"),
+    }
+
     def __init__(self, model_name=None, pretrained=None, model_config=None, modality="image", normalize=False,
                  batch_size=64, device="auto", precision="fp32", quick_gelu=None, image_shape=None, memory=None,
                  random_state=None):
@@ -258,18 +258,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     # ------------------------------------------------------------------
     # parameters and model loading
     # ------------------------------------------------------------------
-    def _check_params(self):
-        if self.modality not in _MODALITIES:
-            raise ValueError(f"modality={self.modality!r}; expected 'image' or 'text'.")
-        if self.precision not in _PRECISIONS:
-            raise ValueError(f"precision={self.precision!r}; expected one of {list(_PRECISIONS)}.")
-        b = self.batch_size
-        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 1:
-            raise ValueError(f"batch_size={b!r}; expected a positive integer.")
-        if self.quick_gelu not in (None, True, False):
-            raise ValueError(f"quick_gelu={self.quick_gelu!r}; expected None, True or False.")
-        if self.model_config is not None and not isinstance(self.model_config, dict):
-            raise ValueError(f"model_config must be a dict or None, got {type(self.model_config).__name__}.")
+    def _check_image_shape(self):
         if self.image_shape is not None:
             shape = tuple(self.image_shape)
             if len(shape) not in (2, 3) or any(isinstance(s, bool) or not isinstance(s, numbers.Integral)
@@ -279,19 +268,13 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
                     f"image_shape={self.image_shape!r}; expected (height, width) or (height, width, "
                     "channels) with 1, 3 or 4 channels."
                 )
-        name = self.model_name
-        if name is not None and not isinstance(name, str):
-            raise ValueError(f"model_name must be a string or None, got {name!r}.")
 
     def _model_key(self, seed):
         """Everything that defines the loaded model, hashable; plus how to load it."""
         name, pretrained, config = self.model_name, self.pretrained, self.model_config
         config_key = json.dumps(config, sort_keys=True, default=str) if config is not None else None
-        if name is not None and name.startswith("hf-hub:"):
-            raise ValueError(
-                f"model_name={name!r} would be downloaded from the Hugging Face hub; skicml never "
-                "downloads. Download the repository yourself and pass model_name='local-dir:<folder>'."
-            )
+        if name is not None:
+            _weights.check_local(name, "model_name", instead="model_name='local-dir:<folder>'")
         if name is not None and name.startswith("local-dir:"):
             if pretrained is not None or config is not None:
                 raise ValueError(
@@ -324,12 +307,11 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
                 "pretrained='tiny_clip.pt', or pass model_name and pretrained=<checkpoint path> of "
                 "your own CLIP."
             )
-        if _open_clip_tag(name, key):
-            raise FileNotFoundError(
-                f"pretrained={key!r} is an open_clip download tag; skicml never downloads weights. "
-                f"Download the checkpoint once yourself and pass its local path, e.g. "
-                f"CLIPEmbedder(model_name={(name or 'ViT-L-14-quickgelu')!r}, pretrained='/path/to/file.pt')."
-            )
+        _weights.check_local(
+            key, download_tag="an open_clip download tag" if _open_clip_tag(name, key) else None,
+            instead=f"its local path, e.g. CLIPEmbedder(model_name={(name or 'ViT-L-14-quickgelu')!r}, "
+                    "pretrained='/path/to/file.pt')",
+        )
         names = ", ".join(sorted(_weights.available_weights())) or "none registered"
         raise FileNotFoundError(
             f"pretrained={key!r} is neither a file on this machine nor a shipped model ({names}). "
@@ -371,12 +353,10 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             return _Loaded(model, self._tokenizer_for(model, name, config), None,
                            {"architecture": name or "model_config", "weights": f"random (seed {seed})"})
         if kind == "shipped":
-            payload = _weights.load_weights(key[1])
-            return self._from_payload(payload, key[1])
+            return self._from_skicml_file(key[1])
         # a local file
-        payload = None if _is_torchscript(path) else _skicml_payload(path)
-        if payload is not None:
-            return self._from_payload(payload, path)
+        if not _is_torchscript(path) and is_skicml_checkpoint(path):
+            return self._from_skicml_file(path)
         if _is_torchscript(path):
             with warnings.catch_warnings():  # torch 2.14 deprecates the torch.jit.load open_clip calls
                 warnings.filterwarnings("ignore", message=".*torch.jit.load.*", category=FutureWarning)
@@ -406,19 +386,22 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             config["quick_gelu"] = True
         return config
 
-    def _from_payload(self, payload, source):
-        config = payload["config"]
-        if self.model_config is not None or self.model_name is not None:
-            raise ValueError(
-                f"pretrained={source!r} is a skicml weights file, which carries its own architecture; "
-                "leave model_name and model_config as None."
-            )
-        model = build_clip(config["model_cfg"], config.get("preprocess_cfg"))
-        state = {k: v.float() if v.is_floating_point() else v for k, v in payload["state_dict"].items()}
-        model.load_state_dict(state)
+    def _from_skicml_file(self, source):
+        """A shipped model or a skicml weights file, which carries its architecture."""
+
+        def build(config):
+            if self.model_config is not None or self.model_name is not None:
+                raise ValueError(
+                    f"pretrained={source!r} is a skicml weights file, which carries its own architecture; "
+                    "leave model_name and model_config as None."
+                )
+            # float32 whatever the file's precision: load_state_dict casts into it.
+            return build_clip(config["model_cfg"], config.get("preprocess_cfg"))
+
+        model, config, provenance = _weights.load_module(source, build)
         context = int(config["model_cfg"]["text_cfg"].get("context_length", 77))
         info = {"architecture": config.get("name", "skicml CLIP"), "weights": os.fspath(source),
-                "provenance": dict(payload.get("provenance", {}))}
+                "provenance": provenance}
         return _Loaded(model, ("simple", context), None, info)
 
     @staticmethod
@@ -454,6 +437,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     # ------------------------------------------------------------------
     # fit / transform
     # ------------------------------------------------------------------
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X=None, y=None):
         """Load the model (nothing is learned).
 
@@ -468,11 +452,11 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         -------
         self : CLIPEmbedder
         """
-        self._check_params()
+        self._check_image_shape()
         for stale in ("n_features_in_", "feature_names_in_"):
             if hasattr(self, stale):
                 delattr(self, stale)
-        if X is not None and self.modality == "image" and _kind_of(X) == "embedding":
+        if X is not None and self.modality == "image" and image_input_kind(X) == "embedding":
             validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=True)
         elif X is not None:
             self._check_raw(X)
@@ -540,18 +524,18 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     # ------------------------------------------------------------------
     def _check_raw(self, X):
         if self.modality == "text":
-            _as_texts(X)
+            check_captions(X)
         else:
-            _as_image_items(X)
+            check_images(X)
 
     def _canonical(self, X):
         """``(kind, data)`` with data in a form that is cheap to hash."""
         if self.modality == "text":
-            return "text", _as_texts(X)
-        if _kind_of(X) == "embedding":  # 2-D rows of flattened images (validate_data rejects the rest)
+            return "text", check_captions(X)
+        if image_input_kind(X) == "embedding":  # 2-D rows of flattened images (validate_data rejects the rest)
             X = validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=True)
             return "flat", np.ascontiguousarray(X)
-        items = _as_image_items(X)
+        items = check_images(X)
         if isinstance(items, np.ndarray):
             return "array", items
         canon = []
@@ -596,15 +580,15 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             images = self._rows_to_images(data)
             for start in range(0, len(images), self.batch_size):
                 chunk = images[start:start + self.batch_size]
-                yield _tensor_preprocess(chunk, self.preprocess_cfg_, squash=images.shape[1] == 1)
+                yield preprocess_images(chunk, self.preprocess_cfg_, squash=images.shape[1] == 1)
             return
         if kind == "array":
             for start in range(0, len(data), self.batch_size):
                 chunk = data[start:start + self.batch_size]
                 if np.issubdtype(chunk.dtype, np.integer):
-                    yield torch.stack([self._pil_preprocess(_pil_from_array(a)) for a in chunk])
+                    yield torch.stack([self._pil_preprocess(pil_from_array(a)) for a in chunk])
                 else:
-                    yield _tensor_preprocess(_float_images(chunk), self.preprocess_cfg_)
+                    yield preprocess_images(chunk, self.preprocess_cfg_)
             return
         batch = []
         for item in data:
@@ -626,8 +610,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             return self._pil_preprocess(item)
         array = np.asarray(item)
         if np.issubdtype(array.dtype, np.integer):
-            return self._pil_preprocess(_pil_from_array(array))
-        return _tensor_preprocess(_float_images(array[None]), self.preprocess_cfg_)[0]
+            return self._pil_preprocess(pil_from_array(array))
+        return preprocess_images(array[None], self.preprocess_cfg_)[0]
 
     def _pil_preprocess(self, image):
         transform = getattr(self, "_pil_transform_cache", None)
@@ -645,27 +629,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
 
     def _rows_to_images(self, X):
         """Rows of the 2-D path as float images (n, H, W, C) on the [0, 1] scale."""
-        n, d = X.shape
-        if np.issubdtype(X.dtype, np.integer):
-            if X.size and (X.min() < 0 or X.max() > 255):
-                raise ValueError("integer pixel values must lie in 0..255 (uint8 images).")
-            X = X / 255.0
-        X = X.astype(np.float64 if self.precision == "fp64" else np.float32, copy=False)
-        h, w = self.preprocess_cfg_["size"]
-        if self.image_shape is not None:
-            shape = tuple(int(s) for s in self.image_shape)
-            shape = shape if len(shape) == 3 else shape + (1,)
-            if int(np.prod(shape)) != d:
-                raise ValueError(
-                    f"X has {d} features per row, but image_shape={self.image_shape!r} needs "
-                    f"{int(np.prod(shape))}."
-                )
-            return X.reshape((n,) + shape)
-        if d == 3 * h * w:
-            return X.reshape(n, h, w, 3)
-        if d == h * w:
-            return X.reshape(n, h, w, 1)
-        return X.reshape(n, 1, d, 1)
+        return images_from_rows(X, self.preprocess_cfg_["size"], self.image_shape,
+                                dtype=np.float64 if self.precision == "fp64" else np.float32)
 
     # ------------------------------------------------------------------
     # scikit-learn plumbing
@@ -689,193 +654,3 @@ def _encode_cached(embedder, fingerprint, modality, normalize, precision, prepro
     """What ``transform`` caches: everything but ``embedder`` is the key."""
     del fingerprint, modality, normalize, precision, preprocess, image_shape
     return embedder._encode(kind, data)
-
-
-# ----------------------------------------------------------------------
-# input helpers (shared with the scorer)
-# ----------------------------------------------------------------------
-def _kind_of(X):
-    """What ``X`` holds: ``"embedding"`` (anything numeric that is not a batch
-    of images, left to scikit-learn's validation), ``"strings"`` (captions or
-    image paths), or ``"image"``."""
-    from PIL import Image
-
-    if isinstance(X, str):
-        raise ValueError(
-            "X is a single string; pass a list of captions or image paths (one per sample)."
-        )
-    if isinstance(X, (list, tuple)):
-        if not X:
-            return "embedding"
-        first = X[0]
-        if isinstance(first, (str, os.PathLike)):
-            return "strings"
-        if isinstance(first, Image.Image) or (isinstance(first, np.ndarray) and first.ndim >= 2):
-            return "image"
-        return "embedding"
-    if isinstance(X, torch.Tensor):
-        return "image" if X.dim() == 4 else "embedding"
-    if sparse.issparse(X):
-        return "embedding"
-    if hasattr(X, "iloc"):
-        if getattr(X, "ndim", 2) == 2:
-            return "embedding"
-        X = X.to_numpy()
-    if not hasattr(X, "__array__"):
-        return "embedding"
-    array = np.asarray(X)
-    if array.ndim == 1 and array.size and array.dtype.kind in "USO" and all(
-            isinstance(v, (str, os.PathLike)) for v in array):
-        return "strings"
-    if array.ndim == 4 and array.dtype.kind in "biuf":
-        return "image"
-    return "embedding"
-
-
-def _as_texts(X):
-    if isinstance(X, str):
-        raise ValueError("X is a single string; pass a list of captions.")
-    if hasattr(X, "to_numpy"):
-        X = X.to_numpy()
-    if isinstance(X, np.ndarray):
-        if X.ndim != 1:
-            raise ValueError(
-                f"captions must be a 1-D sequence of strings; got an array with {X.ndim} dimensions."
-            )
-        X = X.tolist()
-    try:
-        texts = list(X)
-    except TypeError as exc:
-        raise ValueError(f"captions must be a list of strings, got {type(X).__name__}.") from exc
-    bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
-    if bad:
-        raise ValueError(f"captions must be strings; got {bad[0]} among them.")
-    if not texts:
-        raise ValueError("Found 0 captions (0 samples); at least one is required.")
-    return texts
-
-
-def _as_image_items(X):
-    """An (n, H, W, C) array, or a list of PIL images, paths and arrays."""
-    from PIL import Image
-
-    if isinstance(X, str):
-        raise ValueError("X is a single string; pass a list of image paths.")
-    if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().numpy()
-    if hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 1:
-        X = X.to_numpy()
-    if isinstance(X, np.ndarray) and X.dtype.kind not in "USO":
-        if X.ndim != 4 or X.shape[-1] not in (1, 3, 4):
-            raise ValueError(
-                f"images as an array must have 4 dimensions (n_images, height, width, channels) with "
-                f"1, 3 or 4 channels; got shape {X.shape}. A 2-D array is read as flattened images."
-            )
-        if X.shape[0] == 0:
-            raise ValueError("Found 0 images (0 samples); at least one is required.")
-        _check_pixels(X)
-        return X
-    try:
-        items = list(X)
-    except TypeError as exc:
-        raise ValueError(
-            f"images must be a list of PIL images, paths or arrays, got {type(X).__name__}."
-        ) from exc
-    if not items:
-        raise ValueError("Found 0 images (0 samples); at least one is required.")
-    out = []
-    for item in items:
-        if isinstance(item, os.PathLike):
-            item = os.fspath(item)
-        if isinstance(item, str):
-            if not os.path.isfile(item):
-                raise FileNotFoundError(f"image file {item!r} does not exist.")
-            out.append(item)
-        elif isinstance(item, Image.Image):
-            out.append(item)
-        else:
-            array = np.asarray(item)
-            if array.dtype.kind not in "biuf" or array.ndim not in (2, 3) or (
-                    array.ndim == 3 and array.shape[-1] not in (1, 3, 4)):
-                raise ValueError(
-                    f"an image must be a PIL image, a path, or an array of shape (H, W) or (H, W, 1|3|4); "
-                    f"got {type(item).__name__} with shape {getattr(array, 'shape', None)}."
-                )
-            _check_pixels(array)
-            out.append(array)
-    return out
-
-
-def _check_pixels(array):
-    if np.issubdtype(array.dtype, np.integer):
-        if array.size and (array.min() < 0 or array.max() > 255):
-            raise ValueError("integer images must hold 0..255 pixel values (uint8).")
-    elif not np.isfinite(array).all():
-        raise ValueError("images contain NaN or infinity.")
-
-
-def _pil_from_array(array):
-    from PIL import Image
-
-    array = np.asarray(array).astype(np.uint8, copy=False)
-    if array.ndim == 3 and array.shape[-1] == 1:
-        array = array[..., 0]
-    if array.ndim == 3 and array.shape[-1] == 4:
-        array = array[..., :3]
-    return Image.fromarray(np.ascontiguousarray(array))
-
-
-def _float_images(array):
-    """(n, H, W[, C]) floats as (n, H, W, 3)."""
-    array = np.asarray(array)
-    if array.ndim == 3:
-        array = array[..., None]
-    if array.shape[-1] == 1:
-        array = np.repeat(array, 3, axis=-1)
-    elif array.shape[-1] == 4:
-        array = array[..., :3]
-    return array
-
-
-def _tensor_preprocess(images, cfg, squash=False):
-    """open_clip's eval preprocessing of float images in [0, 1], batched in torch."""
-    import torch.nn.functional as F
-
-    images = _float_images(images)
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
-    if not x.is_floating_point():
-        x = x.float()
-    th, tw = cfg["size"]
-    h, w = x.shape[-2:]
-    mode = "bilinear" if cfg.get("interpolation") == "bilinear" else "bicubic"
-    resize_mode = "squash" if squash else cfg.get("resize_mode", "shortest")
-
-    def resize(t, size):
-        if tuple(t.shape[-2:]) == tuple(size):
-            return t
-        # antialias=True also upsamples with PIL's bicubic kernel (a = -0.5), as torchvision does
-        return F.interpolate(t, size=size, mode=mode, align_corners=False, antialias=True)
-
-    if resize_mode == "squash":
-        x = resize(x, (th, tw))
-    elif resize_mode == "longest":
-        scale = min(th / h, tw / w)
-        x = resize(x, (max(1, round(h * scale)), max(1, round(w * scale))))
-        pad_h, pad_w = th - x.shape[-2], tw - x.shape[-1]
-        fill = float(cfg.get("fill_color", 0)) / 255.0
-        x = F.pad(x, (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2), value=fill)
-    else:  # shortest side to the target, then centre crop (torchvision's Resize(int) + CenterCrop)
-        if th == tw:
-            short, long = min(h, w), max(h, w)
-            new_long = int(th * long / short)
-            size = (th, new_long) if h <= w else (new_long, th)
-        else:
-            scale = max(th / h, tw / w)
-            size = (round(h * scale), round(w * scale))
-        x = resize(x, size)
-        top = int(round((x.shape[-2] - th) / 2.0))
-        left = int(round((x.shape[-1] - tw) / 2.0))
-        x = x[..., top:top + th, left:left + tw]
-    mean = torch.tensor(cfg["mean"], dtype=x.dtype).view(1, 3, 1, 1)
-    std = torch.tensor(cfg["std"], dtype=x.dtype).view(1, 3, 1, 1)
-    return (x - mean) / std

@@ -10,8 +10,10 @@ size is dominated by the 49,408-row token table, so the text tower is narrow.
 from __future__ import annotations
 
 import copy
+import zipfile
 
-__all__ = ["TINY_CLIP_CONFIG", "TINY_CLIP_PREPROCESS", "build_clip", "import_open_clip"]
+__all__ = ["TINY_CLIP_CONFIG", "TINY_CLIP_PREPROCESS", "build_clip", "import_open_clip",
+           "is_skicml_checkpoint", "is_torchscript_archive"]
 
 #: The architecture of the shipped tiny CLIP (``skicml pretrain tiny-clip``):
 #: 32x32 images in 4x4 patches, captions of up to 20 tokens, 32-d embeddings.
@@ -97,3 +99,53 @@ def build_clip(model_cfg, preprocess_cfg=None):
     preprocess = merge_preprocess_dict(preprocess, dict(preprocess_cfg or {}))
     open_clip.model.set_model_preprocess_cfg(model, preprocess)
     return model
+
+
+def is_torchscript_archive(path):
+    """Whether ``path`` is a TorchScript archive, the format of OpenAI's CLIP releases.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    bool
+        True for a zip archive with a ``code/`` folder; False for anything
+        else, unreadable files included.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any("/code/" in name or name.startswith("code/") for name in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def is_skicml_checkpoint(path):
+    """Whether ``path`` is a skicml weights file of an open_clip CLIP.
+
+    Such a file (``skicml._weights.save_weights``) carries its architecture
+    as an open_clip ``model_cfg`` in its config, where open_clip and OpenAI
+    state dicts need the architecture named beside them.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    bool
+        False for safetensors and numpy files, files ``torch.load`` cannot
+        read without running pickled code, and payloads without
+        ``config["model_cfg"]``.
+    """
+    import torch
+
+    if str(path).endswith((".safetensors", ".npz", ".npy")):
+        return False
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - not ours (old format, JIT archive, other pickles)
+        return False
+    config = payload.get("config") if isinstance(payload, dict) else None
+    return isinstance(config, dict) and "model_cfg" in config

@@ -28,12 +28,15 @@ import numpy as np
 import torch
 
 from .._weights import load_weights, save_weights
-from ..datasets import corrupt_images, make_shape_scenes, perturb_captions
-from ..datasets._shapes import SHAPE_TEXTURES
-from ..utils.pretraining import pretrain
+from ..datasets import SHAPE_TEXTURES, corrupt_images, make_shape_scenes, perturb_captions
+from ..utils.images import preprocess_images
+from ..utils.training import pretrain
 from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
 
 __all__ = ["ShapeCaptionStream", "main", "wclip_evidence"]
+
+#: ``skicml pretrain tiny-clip`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "tiny-clip"
 
 #: Registry name and package file of the shipped model.
 WEIGHTS_NAME = "tiny-clip-shapes"
@@ -77,9 +80,7 @@ class ShapeCaptionStream:
 
 def images_to_tensor(images, preprocess_cfg):
     """uint8 images (n, H, W, 3) as the normalised tensor the model reads."""
-    from ._embedder import _tensor_preprocess
-
-    return _tensor_preprocess(images / np.float32(255.0), preprocess_cfg).float()
+    return preprocess_images(images / np.float32(255.0), preprocess_cfg).float()
 
 
 def _preprocess_cfg(model):

@@ -5,14 +5,13 @@ Works on precomputed embeddings (2-D float arrays). For images and captions,
 this class.
 """
 
-import numbers
-
 import numpy as np
 from scipy import stats
 from sklearn.base import OutlierMixin
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted
 
+from ..utils.param_validation import Interval, Real, StrOptions, fit_context
 from ._whitening import WhiteningLikelihood
 
 __all__ = ["WhitenedLikelihoodOutlierDetector"]
@@ -84,6 +83,12 @@ class WhitenedLikelihoodOutlierDetector(OutlierMixin, WhiteningLikelihood):
     array([-1])
     """
 
+    _parameter_constraints = {
+        **WhiteningLikelihood._parameter_constraints,
+        "contamination": [StrOptions({"auto"}), Interval(Real, 0, 0.5, closed="right")],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+    }
+
     def __init__(
         self,
         contamination=0.05,
@@ -116,16 +121,7 @@ class WhitenedLikelihoodOutlierDetector(OutlierMixin, WhiteningLikelihood):
         self.contamination = contamination
         self.alpha = alpha
 
-    def _check_params(self, n_features):
-        super()._check_params(n_features)
-        c = self.contamination
-        auto = isinstance(c, str) and c == "auto"
-        if not auto and (isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Real) or not 0.0 < c <= 0.5):
-            raise ValueError(f"contamination={c!r}; expected 'auto' or a float in (0, 0.5].")
-        a = self.alpha
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Real) or not 0.0 < a < 1.0:
-            raise ValueError(f"alpha={a!r}; expected a float in (0, 1).")
-
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the whitening and the threshold ``offset_``.
 

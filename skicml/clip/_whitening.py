@@ -22,6 +22,7 @@ from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..base import as_skicml_tags
+from ..utils.param_validation import Integral, Interval, Real, RealNotInt, StrOptions, fit_context
 
 __all__ = ["WhiteningLikelihood"]
 
@@ -164,6 +165,21 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
     True
     """
 
+    _parameter_constraints = {
+        "method": [StrOptions(set(_METHODS))],
+        "n_components": [Interval(Integral, 1, None, closed="left"), Interval(RealNotInt, 0, 1, closed="right"),
+                         None],
+        "eps": [Interval(Real, 0, 1, closed="left")],
+        "shrinkage": [StrOptions({"ledoit_wolf"}), Interval(Real, 0, 1, closed="both"), None],
+        "ddof": [Interval(Integral, 0, None, closed="left")],
+        "corr_threshold": [Interval(Real, -1, 1, closed="both"), None],
+        "noise_scale": [Interval(Real, 0, None, closed="left")],
+        "normalize_input": ["boolean"],
+        "include_log_det": ["boolean"],
+        "include_constant": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         method="pca",
@@ -194,37 +210,21 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
     # validation
     # ------------------------------------------------------------------
     def _check_params(self, n_features):
-        if self.method not in _METHODS:
-            raise ValueError(f"method={self.method!r}; expected one of {list(_METHODS)}.")
+        """The rules that relate parameters to each other or to the data.
+
+        Each parameter on its own is checked first, by its declared rule.
+        """
         n = self.n_components
         if n is not None:
-            if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real):
-                raise ValueError(f"n_components={n!r}; expected None, an int or a float in (0, 1].")
-            if isinstance(n, numbers.Integral):
-                if not 1 <= n <= n_features:
-                    raise ValueError(
-                        f"n_components={n} must be between 1 and n_features={n_features}."
-                    )
-            elif not 0.0 < n <= 1.0:
-                raise ValueError(f"n_components={n!r}; a float must lie in (0, 1].")
+            if isinstance(n, numbers.Integral) and n > n_features:
+                raise ValueError(
+                    f"n_components={n} must be between 1 and n_features={n_features}."
+                )
             if self.method == "cholesky":
                 raise ValueError(
                     "method='cholesky' whitens all directions; use n_components=None, "
                     "or method='pca' or 'zca' to truncate."
                 )
-        if not isinstance(self.eps, numbers.Real) or not 0.0 <= self.eps < 1.0:
-            raise ValueError(f"eps={self.eps!r}; expected a float in [0, 1).")
-        s = self.shrinkage
-        named = s is None or (isinstance(s, str) and s == "ledoit_wolf")
-        if not named and (isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real) or not 0.0 <= s <= 1.0):
-            raise ValueError(f"shrinkage={s!r}; expected None, 'ledoit_wolf' or a float in [0, 1].")
-        if isinstance(self.ddof, (bool, np.bool_)) or not isinstance(self.ddof, numbers.Integral) or self.ddof < 0:
-            raise ValueError(f"ddof={self.ddof!r}; expected a non-negative int.")
-        c = self.corr_threshold
-        if c is not None and (not isinstance(c, numbers.Real) or not -1.0 <= c <= 1.0):
-            raise ValueError(f"corr_threshold={c!r}; expected None or a float in [-1, 1].")
-        if not isinstance(self.noise_scale, numbers.Real) or self.noise_scale < 0:
-            raise ValueError(f"noise_scale={self.noise_scale!r}; expected a non-negative float.")
 
     def _validate(self, X, reset):
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=2 if reset else 1)
@@ -235,6 +235,7 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
     # ------------------------------------------------------------------
     # fitting
     # ------------------------------------------------------------------
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the mean and the whitening matrix.
 
@@ -400,6 +401,7 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
         if not (np.isfinite(mean).all() and np.isfinite(W).all()):
             raise ValueError("mean and whitening_matrix must be finite (no NaN or infinity).")
         model = cls(**params)
+        model._validate_params()
         model._check_params(mean.size)
         model.mean_ = mean
         model.whitening_matrix_ = W
