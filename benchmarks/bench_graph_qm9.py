@@ -29,9 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from skicml.graph import GraphGPTRegressor, as_graph_list
-from skicml.graph._chem import smiles_to_graphs
-from skicml.graph._graphgpt._pretrain import HARTREE_TO_EV, qm9_split
+from skicml.datasets import HARTREE_TO_EV, qm9_split
+from skicml.graph import GraphGPTRegressor, as_graph_list, smiles_to_graphs
 
 
 def morgan_fingerprints(smiles, n_bits=2048):

@@ -27,7 +27,8 @@ skicml[chem]``); nothing is downloaded.
 # ----------------------------
 # QM9 gives the gap in Hartree; 1 Ha = 27.2114 eV. The pretraining of the
 # shipped backbone left out every tenth QM9 molecule (``qm9_id % 10 == 0``)
-# for evaluation, so the molecules here are drawn from those.
+# for evaluation (:func:`~skicml.datasets.qm9_split`), so the molecules here
+# are drawn from those.
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.dummy import DummyRegressor
@@ -37,13 +38,11 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skicml.datasets import load_qm9
+from skicml.datasets import HARTREE_TO_EV, qm9_split
 from skicml.graph import GraphGPTEncoder, GraphGPTRegressor
 
-HARTREE_TO_EV = 27.2114
-
-frame = load_qm9(targets="homo_lumo_gap")
-frame = frame[frame.index % 10 == 0].sample(n=350, random_state=0)
+_, pool = qm9_split()
+frame = pool.sample(n=350, random_state=0)
 smiles = frame["smiles"].to_numpy(dtype=object)
 gap = frame["homo_lumo_gap"].to_numpy() * HARTREE_TO_EV
 smiles_train, smiles_test = smiles[:200], smiles[200:]

@@ -12,6 +12,8 @@ every graph method; each method has its own subpackage (``_graphgpt/``).
   head on the final row, from a shipped or user backbone or from scratch.
 - :class:`GraphGPTModel`: the Llama-style network in plain torch.
 - :func:`as_graph_list`: the graph inputs every estimator accepts.
+- :func:`smiles_to_graph`, :func:`smiles_to_graphs`: SMILES strings to molecular
+  graphs (needs RDKit).
 
 The walks come from the ``skicml::euler_serialize`` custom op.
 """
@@ -28,6 +30,7 @@ from ._graphgpt import (
     mask_cells,
     pad_sequences,
 )
+from ._chem import smiles_to_graph, smiles_to_graphs
 from ._graphs import Graph, as_graph_list
 
 __all__ = [
@@ -43,4 +46,6 @@ __all__ = [
     "as_graph_list",
     "mask_cells",
     "pad_sequences",
+    "smiles_to_graph",
+    "smiles_to_graphs",
 ]

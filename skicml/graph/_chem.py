@@ -246,7 +246,7 @@ def smiles_to_graph(smiles):
 
     Examples
     --------
-    >>> from skicml.graph._chem import smiles_to_graph
+    >>> from skicml.graph import smiles_to_graph
     >>> graph = smiles_to_graph("CC=O")  # acetaldehyde
     >>> graph["num_nodes"]
     3
@@ -296,7 +296,7 @@ def smiles_to_graphs(smiles_list, n_jobs=None):
 
     Examples
     --------
-    >>> from skicml.graph._chem import smiles_to_graphs
+    >>> from skicml.graph import smiles_to_graphs
     >>> graphs = smiles_to_graphs(["C", "CCO", "c1ccccc1"])
     >>> [g["num_nodes"] for g in graphs]
     [1, 3, 6]

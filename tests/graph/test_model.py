@@ -210,3 +210,20 @@ def test_predictor_freezes_its_backbone(batch):
     predictor.train()(tokens).sum().backward()
     assert all(p.grad is None for p in predictor.backbone.parameters())
     assert predictor.head.weight.grad is not None
+
+
+def test_masked_pseudo_log_likelihood_is_per_sequence_and_ignores_padding(batch):
+    tokens, vocab, _ = batch
+    model = _model(vocab, tokens.shape[-1])
+    views = torch.stack([tokens, tokens.roll(1, dims=0)], dim=1)  # (B, V, L, F)
+    padded = torch.cat([tokens, torch.zeros(tokens.shape[0], 5, tokens.shape[2], dtype=tokens.dtype)], dim=1)
+    with torch.no_grad():
+        scores = model.masked_pseudo_log_likelihood(views)
+        alone = model.masked_pseudo_log_likelihood(tokens[2:3])
+        longer = model.masked_pseudo_log_likelihood(padded)
+    assert scores.shape == (4, 2) and scores.dtype == torch.float64
+    # An untrained model is close to a uniform guess over the vocabulary.
+    assert (scores.sub(-math.log(vocab)).abs() < 0.5 * math.log(vocab)).all()
+    torch.testing.assert_close(scores[:, 1], scores[:, 0].roll(1))
+    torch.testing.assert_close(alone, scores[2:3, 0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(longer, scores[:, 0], atol=1e-6, rtol=0)

@@ -3,12 +3,15 @@ views, building or loading the backbone, and writing checkpoints."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ..._weights import load_weights, save_weights
+from ..._weights import load_module, save_module
 from ...base import TorchEstimatorMixin, seeded
+from ...utils.param_validation import HasMethods, Integral, Interval, Real, StrOptions, shared_constraints
 from .._graphs import read_graphs
 from ._model import GraphGPTModel
 from ._tokenizer import EulerTokenizer, pad_sequences
@@ -31,14 +34,26 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
 
     _causal = False
 
-    def _torch_dtype(self):
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype={self.dtype!r}; expected 'float32' or 'float64'.")
-        return getattr(torch, self.dtype)
+    #: The rules of the parameters every GraphGPT estimator has.
+    _parameter_constraints = {
+        "hidden_size": [Interval(Integral, 1, None, closed="left")],
+        "num_layers": [Interval(Integral, 1, None, closed="left")],
+        "head_dim": [Interval(Integral, 1, None, closed="left")],
+        "mlp_ratio": [Interval(Integral, 1, None, closed="left")],
+        "attn_dropout": [Interval(Real, 0, 1, closed="both")],
+        "stack_agg": [StrOptions({"sum", "gated"})],
+        **{name: EulerTokenizer._parameter_constraints[name] for name in TOKENIZER_PARAMS},
+        "n_views": [Interval(Integral, 1, None, closed="left")],
+        # A fitted GraphGPT estimator (or one wrapped in FrozenEstimator) also serves.
+        "pretrained": [str, os.PathLike, HasMethods(["get_params"]), None],
+        "dtype": [StrOptions({"float32", "float64"})],
+        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "warmup_fraction",
+                             "validation_fraction", "n_iter_no_change", "checkpoint_dir", "device",
+                             "random_state", "verbose"),
+    }
 
-    def _check_views(self):
-        if not isinstance(self.n_views, (int, np.integer)) or self.n_views < 1:
-            raise ValueError(f"n_views must be a positive integer, got {self.n_views!r}.")
+    def _torch_dtype(self):
+        return getattr(torch, self.dtype)
 
     # ------------------------------------------------------------ tokens
     def _read(self, X, reset):
@@ -86,15 +101,16 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
             backbone.load_state_dict(source.backbone_.state_dict())
             self.provenance_ = dict(source.provenance_)
         else:
-            payload = load_weights(self.pretrained)
-            self.tokenizer_ = EulerTokenizer.from_state(payload["config"]["tokenizer"])
-            # Files without the flag (the pretraining recipe's) are bidirectional.
-            self.backbone_config_ = {"causal": False, **payload["config"]["backbone"]}
-            backbone = self._build_backbone()
-            backbone.load_state_dict(payload["state_dict"])
-            self.provenance_ = dict(payload["provenance"])
+            backbone, _, self.provenance_ = load_module(self.pretrained, self._backbone_from_config)
         self.tokenizer_._check_layout(graphs)
         return backbone
+
+    def _backbone_from_config(self, config):
+        """The tokenizer and an untrained backbone a saved file's ``config`` describes."""
+        self.tokenizer_ = EulerTokenizer.from_state(config["tokenizer"])
+        # Files without the flag (the pretraining recipe's) are bidirectional.
+        self.backbone_config_ = {"causal": False, **config["backbone"]}
+        return self._build_backbone()
 
     def _build_backbone(self):
         tokenizer = self.tokenizer_
@@ -121,5 +137,4 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
         """
         check_is_fitted(self)
         config = {"backbone": dict(self.backbone_config_), "tokenizer": self.tokenizer_.get_state()}
-        state = {k: v.float() for k, v in self.backbone_.state_dict().items()}
-        return save_weights(path, state, config, dict(self.provenance_))
+        return save_module(path, self.backbone_, config, dict(self.provenance_), dtype=torch.float32)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ...base import fit_module
+from ...utils.param_validation import Interval, Real, StrOptions, fit_context
 from ._backbone import GraphGPTBackboneMixin
-from ._model import MASK, PAD, MaskedTokenObjective, NextTokenObjective
+from ._model import MaskedTokenObjective, NextTokenObjective
 
 __all__ = ["GraphGPTEncoder"]
 
@@ -100,6 +99,15 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
     (6, 16)
     """
 
+    _parameter_constraints = {
+        **GraphGPTBackboneMixin._parameter_constraints,
+        "objective": [StrOptions({"smtp", "ntp"})],
+        "mask_ratio_range": ["array-like"],
+        "mask_power": [Interval(Real, 0, None, closed="neither")],
+        "mask_token_probs": ["array-like"],
+        "pooling": [StrOptions({"mean", "eos"})],
+    }
+
     def __init__(self, objective="smtp", hidden_size=128, num_layers=4, head_dim=32, mlp_ratio=4,
                  attn_dropout=0.0, stack_agg="sum", node_scope=64, reindex="cyclic", node_attr="x",
                  edge_attr="edge_attr", n_bins=16, mask_ratio_range=(0.01, 0.99), mask_power=1.0,
@@ -142,6 +150,7 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
     def _causal(self):
         return self.objective == "ntp"
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Pretrain on graphs ``X`` (or continue from ``pretrained``).
 
@@ -158,11 +167,6 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
         -------
         self
         """
-        if self.objective not in ("smtp", "ntp"):
-            raise ValueError(f"objective={self.objective!r}; expected 'smtp' or 'ntp'.")
-        if self.pooling not in ("mean", "eos"):
-            raise ValueError(f"pooling={self.pooling!r}; expected 'mean' or 'eos'.")
-        self._check_views()
         dtype = self._torch_dtype()
         graphs = self._read(X, reset=True)
         backbone = self._setup_backbone(graphs).to(dtype)
@@ -180,13 +184,8 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
                                              self.mask_token_probs)
         else:
             objective = NextTokenObjective(backbone)
-        objective, history = fit_module(
-            objective, {"tokens": self._tokens(graphs)}, None, loss=None,
-            max_epochs=self.max_epochs, batch_size=self.batch_size, lr=self.lr,
-            weight_decay=self.weight_decay, warmup_fraction=self.warmup_fraction, grad_clip=1.0,
-            validation_fraction=self.validation_fraction, n_iter_no_change=self.n_iter_no_change,
-            checkpoint_dir=self.checkpoint_dir, device=self._device(), seed=self._seed(),
-            verbose=self.verbose, desc=type(self).__name__,
+        objective, history = self._fit_module(
+            objective, {"tokens": self._tokens(graphs)}, loss=None, grad_clip=1.0
         )
         self.backbone_ = objective.model.eval()
         self.history_ = list(history.train_loss)
@@ -245,22 +244,10 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
         check_is_fitted(self)
         tokens = self._tokens(self._read(X, reset=False))
         backbone = self.backbone_.to(self._device()).eval()
-        n_passes = 7
 
         def score(batch):
-            flat = batch.flatten(0, 1).long()
-            valid = (flat[..., :1] != PAD).expand_as(flat)
-            cell = torch.arange(flat[0].numel(), device=flat.device).view_as(flat[0])
-            total = torch.zeros(flat.shape[0], dtype=torch.float64, device=flat.device)
-            for phase in range(n_passes):
-                chosen = valid & (cell % n_passes == phase)
-                inputs = flat.masked_fill(chosen, MASK)
-                logp = torch.log_softmax(backbone.cell_logits(backbone(inputs), chosen).double(), -1)
-                picked = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
-                picked[chosen] = logp.gather(1, flat[chosen].unsqueeze(1)).squeeze(1)
-                total += picked.sum((1, 2))
-            per_graph = total / valid.sum((1, 2)).clamp_min(1)
-            return per_graph.unflatten(0, batch.shape[:2]).mean(1)
+            # (graphs, views, L, F) -> one score per graph, the mean over its views
+            return backbone.masked_pseudo_log_likelihood(batch).mean(1)
 
         return self._batched(score, tokens).numpy().astype(np.float64)
 

@@ -27,24 +27,17 @@ import numpy as np
 import torch
 
 from ..._weights import save_weights
-from ...datasets import load_qm9
-from ...utils.pretraining import pretrain
+from ...datasets import HARTREE_TO_EV, qm9_split
+from ...utils.training import pretrain
 from .._chem import smiles_to_graphs
 from .._graphs import as_graph_list
 from ._model import GraphGPTModel, MaskedTokenObjective
 from ._tokenizer import EulerTokenizer, pad_sequences
 
-__all__ = ["main", "qm9_split", "probe_gap"]
+__all__ = ["main", "probe_gap"]
 
-HARTREE_TO_EV = 27.211386
-
-
-def qm9_split():
-    """QM9 as (pretraining frame, benchmark frame): every tenth molecule
-    (``qm9_id % 10 == 0``) belongs to the benchmark pool only."""
-    frame = load_qm9(targets="homo_lumo_gap")
-    held_out = frame.index.to_numpy() % 10 == 0
-    return frame[~held_out], frame[held_out]
+#: ``skicml pretrain graphgpt`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "graphgpt"
 
 
 class _WalkSource:

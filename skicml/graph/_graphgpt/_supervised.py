@@ -9,7 +9,8 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ...base import fit_module, seeded
+from ...base import seeded
+from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 
@@ -78,6 +79,14 @@ _SHARED_ATTRIBUTES = """
 
 
 class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
+    _parameter_constraints = {
+        **GraphGPTBackboneMixin._parameter_constraints,
+        "freeze_backbone": ["boolean"],
+        "drop_path": [Interval(Real, 0, 1, closed="both")],
+        "head_hidden": [Interval(Integral, 1, None, closed="left"), None],
+        "pooling": [StrOptions({"eos", "mean"})],
+    }
+
     def __init__(self, pretrained=None, freeze_backbone=False, hidden_size=128, num_layers=4, head_dim=32,
                  mlp_ratio=4, attn_dropout=0.0, drop_path=0.0, stack_agg="sum", node_scope=64,
                  reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16, head_hidden=None,
@@ -115,9 +124,6 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
         self.verbose = verbose
 
     def _fit(self, X, targets, n_outputs, loss, stratify):
-        if self.pooling not in ("eos", "mean"):
-            raise ValueError(f"pooling={self.pooling!r}; expected 'eos' or 'mean'.")
-        self._check_views()
         dtype = self._torch_dtype()
         graphs = self._read(X, reset=True)
         if len(graphs) != len(targets):
@@ -135,13 +141,9 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
             targets = torch.as_tensor(targets, dtype=dtype)
         else:
             targets = torch.as_tensor(targets)
-        module, history = fit_module(
-            module, {"tokens": self._tokens(graphs)}, targets, loss=loss,
-            max_epochs=self.max_epochs, batch_size=self.batch_size, lr=self.lr,
-            weight_decay=self.weight_decay, warmup_fraction=self.warmup_fraction, grad_clip=1.0,
-            validation_fraction=self.validation_fraction, stratify=stratify,
-            n_iter_no_change=self.n_iter_no_change, checkpoint_dir=self.checkpoint_dir,
-            device=self._device(), seed=seed, verbose=self.verbose, desc=type(self).__name__,
+        module, history = self._fit_module(
+            module, {"tokens": self._tokens(graphs)}, targets,
+            loss=loss, grad_clip=1.0, stratify=stratify, seed=seed,
         )
         self.module_ = module.eval()
         self.backbone_ = module.backbone
@@ -194,6 +196,11 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
     (10,)
     """
 
+    _parameter_constraints = {
+        **_GraphGPTSupervised._parameter_constraints,
+        "loss": [StrOptions({"l1", "mse"})],
+    }
+
     def __init__(self, loss="l1", pretrained=None, freeze_backbone=False, hidden_size=128, num_layers=4,
                  head_dim=32, mlp_ratio=4, attn_dropout=0.0, drop_path=0.0, stack_agg="sum", node_scope=64,
                  reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16, head_hidden=None,
@@ -213,6 +220,7 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
             verbose=verbose,
         )
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fine-tune on graphs ``X`` and targets ``y``.
 
@@ -227,8 +235,6 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
         -------
         self
         """
-        if self.loss not in ("l1", "mse"):
-            raise ValueError(f"loss={self.loss!r}; expected 'l1' or 'mse'.")
         _require_y(self, y)
         y = _check_targets(y)
         self._single_output = y.ndim == 1
@@ -282,6 +288,7 @@ class GraphGPTClassifier(ClassifierMixin, _GraphGPTSupervised):
     (12, 2)
     """
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fine-tune on graphs ``X`` and labels ``y``.
 

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ...base import seed_from_random_state
 from ...ops import euler_serialize
+from ...utils.param_validation import Integral, Interval, StrOptions, fit_context
 from .._graphs import read_graphs
 
 __all__ = ["EulerTokenizer", "pad_sequences"]
@@ -190,11 +191,21 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
     >>> from skicml.graph import EulerTokenizer
     >>> tokenizer = EulerTokenizer(random_state=0).fit([nx.cycle_graph(4)])
     >>> tokens = tokenizer.transform([nx.path_graph(3)])
-    >>> tokens[0].shape  # the walk 0-1-2 or 2-1-0 (3 rows), plus <eos>
-    (4, 2)
+    >>> tokens[0].shape  # a walk over both edges (3 rows from an end, 4 from the middle), plus <eos>
+    (5, 2)
     >>> nx.is_isomorphic(tokenizer.inverse_transform(tokens)[0], nx.path_graph(3))
     True
     """
+
+    _parameter_constraints = {
+        "node_scope": [Interval(Integral, 1, None, closed="left")],
+        "reindex": [StrOptions({"cyclic", "sequential"})],
+        "node_attr": [str, list, tuple, None],
+        "edge_attr": [str, list, tuple, None],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "max_len": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+    }
 
     def __init__(self, node_scope=64, reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16,
                  max_len=None, random_state=None):
@@ -207,6 +218,7 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- fit
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn the vocabulary of ``X``'s attribute values.
 
@@ -222,10 +234,6 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        if self.reindex not in ("cyclic", "sequential"):
-            raise ValueError(f"reindex={self.reindex!r}; expected 'cyclic' or 'sequential'.")
-        if not isinstance(self.node_scope, (int, np.integer)) or self.node_scope < 1:
-            raise ValueError(f"node_scope must be a positive integer, got {self.node_scope!r}.")
         graphs, from_rows = read_graphs(self, X, reset=True, node_attr=self.node_attr, edge_attr=self.edge_attr)
         if not from_rows:
             self.__dict__.pop("n_features_in_", None)

@@ -21,7 +21,7 @@ def _run():
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.metrics import mean_absolute_error
 
-    from ._pretrain import HARTREE_TO_EV, qm9_split
+    from ...datasets import HARTREE_TO_EV, qm9_split
     from ._supervised import GraphGPTRegressor
 
     # Molecules from the pool the shipped backbone never saw in pretraining.
