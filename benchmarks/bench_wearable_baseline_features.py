@@ -28,10 +28,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from skicml.datasets import make_wearable_cohort, wearable_variables
+from skicml.datasets import make_wearable_cohort, wearable_variables, wearable_week_labels
 from skicml.wearable import WeeklySummaryFeatures, evaluate_probes
-from skicml.wearable._features import _STATISTICS
-from skicml.wearable._pretrain import week_labels
+
+STATISTICS = WeeklySummaryFeatures.statistics
 
 
 def main():
@@ -42,7 +42,7 @@ def main():
     X, meta, y_static, y_weekly = make_wearable_cohort(
         n_people=args.people, n_weeks=4, effect_size=args.effect_size, random_state=2024
     )
-    labels, people = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
+    labels, people = wearable_week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
     print("positives (people for static labels, weeks for weekly ones):", {
         task: int((y_static if task in y_static else y_weekly)[task].sum())
         for task in labels.columns if task != "sleep_duration"
@@ -50,12 +50,12 @@ def main():
     names = list(wearable_variables("core")["name"])
     features = WeeklySummaryFeatures(channel_names=names).fit_transform(X)
     # Columns are grouped by variable, then statistic (see get_feature_names_out).
-    variable_of = np.repeat(names, len(_STATISTICS))
-    statistic_of = np.tile(_STATISTICS, len(names))
+    variable_of = np.repeat(names, len(STATISTICS))
+    statistic_of = np.tile(STATISTICS, len(names))
 
     subsets = {"all statistics": np.ones(features.shape[1], bool)}
     subsets.update({f"only {name}": variable_of == name for name in names})
-    subsets.update({f"only {stat}": statistic_of == stat for stat in _STATISTICS})
+    subsets.update({f"only {stat}": statistic_of == stat for stat in STATISTICS})
     subsets["mean and std"] = np.isin(statistic_of, ["mean", "std"])
     subsets["all but std"] = statistic_of != "std"
     candidates = {subset: features[:, columns] for subset, columns in subsets.items()}

@@ -38,9 +38,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from skicml.datasets import make_wearable_cohort, wearable_variables
+from skicml.datasets import make_wearable_cohort, wearable_variables, wearable_week_labels
 from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
-from skicml.wearable._pretrain import week_labels
 
 
 def statistics_pooled(encoder, X, batch_size=256):
@@ -102,7 +101,7 @@ def main():
         X, meta, y_static, y_weekly = make_wearable_cohort(
             n_people=args.people, n_weeks=4, effect_size=effect_size, random_state=2024
         )
-        labels, groups = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
+        labels, groups = wearable_week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
         # The random network takes its normalisation from other people of the same cohort.
         X_norm, *_ = make_wearable_cohort(n_people=200, n_weeks=4, effect_size=effect_size, random_state=0)
         if shipped is None:

@@ -37,13 +37,11 @@ import time
 import pandas as pd
 import torch
 
-from skicml.datasets import make_wearable_cohort
-from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
-from skicml.wearable import _encoder
-from skicml.wearable._pretrain import week_labels
+from skicml.datasets import make_wearable_cohort, wearable_week_labels
+from skicml.wearable import WearableEncoder, WearableModel, WeeklySummaryFeatures, evaluate_probes
 
 
-class FrozenTokenizerModel(_encoder.WearableModel):
+class FrozenTokenizerModel(WearableModel):
     """The wearable network with its tokenizer left at the random initialisation."""
 
     def __init__(self, *args, **kwargs):
@@ -51,15 +49,17 @@ class FrozenTokenizerModel(_encoder.WearableModel):
         self.tokenizer.requires_grad_(False)
 
 
+class FrozenTokenizerEncoder(WearableEncoder):
+    """``WearableEncoder`` that pretrains :class:`FrozenTokenizerModel`."""
+
+    module_class = FrozenTokenizerModel
+
+
 def pretrain(X, frozen_tokenizer=False, **params):
-    shipped = _encoder.WearableModel
-    _encoder.WearableModel = FrozenTokenizerModel if frozen_tokenizer else shipped
-    try:
-        start = time.perf_counter()
-        encoder = WearableEncoder(d_model=128, n_layers=2, objective="masked", visible_weight=1.0,
-                                  random_state=0, **params).fit(X)
-    finally:
-        _encoder.WearableModel = shipped
+    start = time.perf_counter()
+    encoder_class = FrozenTokenizerEncoder if frozen_tokenizer else WearableEncoder
+    encoder = encoder_class(d_model=128, n_layers=2, objective="masked", visible_weight=1.0,
+                            random_state=0, **params).fit(X)
     print(f"{params} frozen_tokenizer={frozen_tokenizer}: {time.perf_counter() - start:.0f} s, "
           f"loss {[round(loss, 3) for loss in encoder.history_]}", flush=True)
     return encoder
@@ -95,7 +95,7 @@ def main():
         X, meta, y_static, y_weekly = make_wearable_cohort(
             n_people=args.probe_people, n_weeks=4, effect_size=effect_size, random_state=777
         )
-        labels, groups = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
+        labels, groups = wearable_week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
         features = {"summary": summary.transform(X)}
         features.update({name: encoder.transform(X) for name, encoder in encoders.items()})
         d_model = encoders["masked-day-layers"].config_["d_model"]

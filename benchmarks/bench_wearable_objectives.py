@@ -12,8 +12,8 @@ the summary statistics. Objectives:
   two 6-24 h blocks are hidden, a linear head predicts their observed
   z-scores, each variable weighted equally.
 
-VICReg is swapped into the network for this script only (a subclass of
-``WearableModel``).
+VICReg is a subclass of ``WearableModel`` defined here, trained by a
+subclass of ``WearableEncoder`` that builds it (``module_class``).
 
     python benchmarks/bench_wearable_objectives.py --d-model 128 --epochs 3 \
         --objectives untrained infonce vicreg masked
@@ -26,16 +26,19 @@ import torch
 import torch.nn.functional as F
 
 
-def build_vicreg_class():
-    from skicml.wearable import _model
+def build_vicreg_encoder_class():
+    from skicml.wearable import WearableEncoder, WearableModel, augment_week
 
-    class VICRegModel(_model.WearableModel):
+    class VICRegModel(WearableModel):
         def forward(self, weeks, partner=None):
-            views = [_model.augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
+            views = [augment_week(weeks, self.augment, self.channel_std, self.scalable_channels)
                      for _ in range(2)]
             return vicreg_loss(*self.head.mlp(self.embed(torch.cat(views))).chunk(2))
 
-    return VICRegModel
+    class VICRegEncoder(WearableEncoder):
+        module_class = VICRegModel
+
+    return VICRegEncoder
 
 
 def vicreg_loss(z1, z2, invariance=25.0, variance=25.0, covariance=1.0):
@@ -60,18 +63,16 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from skicml.datasets import make_wearable_cohort
-    from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, _encoder, evaluate_probes
-    from skicml.wearable._pretrain import week_labels
+    from skicml.datasets import make_wearable_cohort, wearable_week_labels
+    from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
 
     X, *_ = make_wearable_cohort(n_people=400, n_weeks=4, random_state=0)
     X_probe, meta, y_static, y_weekly = make_wearable_cohort(n_people=300, n_weeks=4, random_state=2024)
-    labels, people = week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
+    labels, people = wearable_week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy()
     columns = {"summary": WeeklySummaryFeatures().fit(X).transform(X_probe)}
-    shipped_class = _encoder.WearableModel
     for objective in args.objectives:
-        _encoder.WearableModel = build_vicreg_class() if objective == "vicreg" else shipped_class
-        encoder = WearableEncoder(
+        encoder_class = build_vicreg_encoder_class() if objective == "vicreg" else WearableEncoder
+        encoder = encoder_class(
             d_model=args.d_model, n_layers=2, max_epochs=0 if objective == "untrained" else args.epochs,
             objective="masked" if objective == "masked" else "infonce",
             proj_dim=4 * args.d_model if objective == "vicreg" else 32, random_state=0)
@@ -79,7 +80,6 @@ def main():
         columns[objective] = encoder.fit(X).transform(X_probe)
         print(f"{objective}: {time.perf_counter() - start:.0f} s, loss per epoch "
               f"{[round(loss, 3) for loss in encoder.history_]}", flush=True)
-    _encoder.WearableModel = shipped_class
 
     table = {name: evaluate_probes(features, labels, people).set_index("task")["score"]
              for name, features in columns.items()}

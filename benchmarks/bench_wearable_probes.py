@@ -38,9 +38,8 @@ import pandas as pd
 import torch
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-from skicml.datasets import make_wearable_cohort
+from skicml.datasets import make_wearable_cohort, wearable_week_labels
 from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
-from skicml.wearable._pretrain import week_labels
 
 
 def main():
@@ -70,7 +69,7 @@ def main():
         n_people=args.eval_people, n_weeks=args.weeks, effect_size=args.effect_size,
         return_sensor_embedding=True, random_state=2024,
     )
-    labels = week_labels(meta, y_static, y_weekly)
+    labels = wearable_week_labels(meta, y_static, y_weekly)
     groups = meta["person_id"].to_numpy()
     print(f"pretraining cohort: {args.pretrain_people} people x {args.weeks} weeks; evaluation cohort: "
           f"{args.eval_people} people x {args.weeks} weeks, effect_size={args.effect_size}")

@@ -4,7 +4,8 @@
   Mamba-2 or Transformer over hourly tokens), with a shipped pretrained encoder.
 - :class:`WeeklySummaryFeatures`: the summary-statistics baseline.
 - :func:`evaluate_probes`: linear probes with person-level splits.
-- :class:`WearableModel`: the network in plain torch.
+- :class:`WearableModel`: the network in plain torch, and :func:`augment_week`,
+  the random view its contrastive objective compares.
 
 Synthetic cohorts come from :func:`skicml.datasets.make_wearable_cohort`.
 """
@@ -13,9 +14,9 @@ from .._weights import register_weights
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
-from ._model import WearableModel
+from ._model import WearableModel, augment_week
 
-__all__ = ["WearableEncoder", "WearableModel", "WeeklySummaryFeatures", "evaluate_probes"]
+__all__ = ["WearableEncoder", "WearableModel", "WeeklySummaryFeatures", "augment_week", "evaluate_probes"]
 
 register_weights(
     "wearable-core-small",

@@ -7,9 +7,10 @@ import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._weights import load_weights, save_weights
-from ..base import TorchEstimatorMixin, fit_module, seeded
-from ._model import WearableModel
+from .._weights import load_module, save_module
+from ..base import TorchEstimatorMixin, seeded
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
+from ._model import POOLINGS, WearableModel
 from ._validation import validate_weeks
 
 __all__ = ["WearableEncoder"]
@@ -165,6 +166,17 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     skicml.wearable.WeeklySummaryFeatures : The summary-statistics baseline.
     skicml.wearable.evaluate_probes : Linear probes with person-level splits.
 
+    Notes
+    -----
+    ``fit`` builds the network from the class attribute ``module_class``
+    (:class:`~skicml.wearable.WearableModel`), as
+    ``module_class(n_channels, n_timesteps, **config)`` with ``config`` the
+    architecture arguments above. To train a variant of the network (another
+    loss in ``forward``, a frozen part), subclass the encoder and set
+    ``module_class`` to a subclass of ``WearableModel``: ``fit`` then trains
+    and keeps that network as ``module_``, and the subclass takes the same
+    constructor arguments, so it stays a scikit-learn estimator.
+
     Examples
     --------
     >>> from skicml.datasets import make_wearable_cohort
@@ -174,6 +186,32 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     >>> encoder.fit_transform(X).shape
     (16, 16)
     """
+
+    #: The network ``fit`` builds and trains; a subclass may set its own (see Notes).
+    module_class = WearableModel
+
+    _parameter_constraints = {
+        "n_channels": [Interval(Integral, 1, None, closed="left"), None],
+        "backbone": [StrOptions({"mamba2", "transformer"})],
+        "bidirectional": ["boolean"],
+        **{name: [Interval(Integral, 1, None, closed="left")]
+           for name in ("d_model", "n_layers", "d_state", "head_dim", "expand", "chunk_size", "n_heads",
+                        "tokenizer_hidden", "proj_dim")},
+        "dropout": [Interval(Real, 0, 1, closed="both")],
+        "pooling": [StrOptions(set(POOLINGS))],
+        "objective": [StrOptions({"infonce", "masked"})],
+        "mask_fraction": [Interval(Real, 0, 1, closed="left")],
+        "visible_weight": [Interval(Real, 0, None, closed="left")],
+        "day_context": ["boolean"],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "koleo_weight": [Interval(Real, 0, None, closed="left")],
+        "positive_pairs": [StrOptions({"augment", "participant"})],
+        "augment": [dict, None],
+        "dtype": [StrOptions({"float32", "float64"})],
+        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "validation_fraction",
+                             "n_iter_no_change", "checkpoint_dir", "pretrained", "device", "random_state",
+                             "verbose"),
+    }
 
     def __init__(self, n_channels=None, backbone="mamba2", bidirectional=True, d_model=64, n_layers=2,
                  d_state=16, head_dim=16, expand=2, chunk_size=16, n_heads=4, tokenizer_hidden=64,
@@ -219,6 +257,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, groups=None):
         """Pretrain the encoder on weeks ``X`` (or load ``pretrained``).
 
@@ -235,10 +274,6 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         -------
         self
         """
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype={self.dtype!r}; expected 'float32' or 'float64'.")
-        if self.positive_pairs not in ("augment", "participant"):
-            raise ValueError(f"positive_pairs={self.positive_pairs!r}; expected 'augment' or 'participant'.")
         if self.objective == "masked" and self.positive_pairs == "participant":
             raise ValueError(
                 "positive_pairs='participant' pairs weeks for the contrastive objective; "
@@ -268,7 +303,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         self.config_ = dict(config)
         seed = self._seed()
         with seeded(seed):
-            module = WearableModel(self.n_channels_, self.n_timesteps_, **config)
+            module = self.module_class(self.n_channels_, self.n_timesteps_, **config)
         module.channel_mean.copy_(torch.as_tensor(mean))
         module.channel_std.copy_(torch.as_tensor(std))
         module.scalable_channels.copy_(torch.as_tensor(scalable))
@@ -287,13 +322,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
             partner = self._partner_index(groups, len(weeks), seed)
             if partner is not None:
                 inputs["partner"] = inputs["weeks"][partner]
-        self.module_, history = fit_module(
-            module, inputs, None, loss=None,
-            max_epochs=self.max_epochs, batch_size=self.batch_size, lr=self.lr,
-            weight_decay=self.weight_decay, warmup_fraction=0.05, grad_clip=1.0,
-            validation_fraction=self.validation_fraction, n_iter_no_change=self.n_iter_no_change,
-            checkpoint_dir=self.checkpoint_dir, device=self._device(), seed=seed,
-            verbose=self.verbose, desc=type(self).__name__,
+        self.module_, history = self._fit_module(
+            module, inputs, loss=None, warmup_fraction=0.05, grad_clip=1.0, seed=seed
         )
         self.history_ = list(history.train_loss)
         self.n_iter_ = history.n_epochs
@@ -326,23 +356,22 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         return partner
 
     def _load_pretrained(self):
-        payload = load_weights(self.pretrained)
-        config = dict(payload["config"])
-        n_channels, n_timesteps = config.pop("n_channels"), config.pop("n_timesteps")
-        if n_channels != self.n_channels_:
-            raise ValueError(
-                f"The pretrained encoder {self.pretrained!r} reads weeks of {n_channels} variables "
-                f"({', '.join(config.get('channel_names', [])) or 'see its provenance'}); X has "
-                f"{self.n_channels_}."
-            )
-        self.config_ = dict(config)
-        config.pop("channel_names", None)  # provenance for users, not an argument of the network
-        module = WearableModel(n_channels, n_timesteps, **config)
-        module.load_state_dict(payload["state_dict"])
+        def build(config):
+            n_channels, n_timesteps = config.pop("n_channels"), config.pop("n_timesteps")
+            if n_channels != self.n_channels_:
+                raise ValueError(
+                    f"The pretrained encoder {self.pretrained!r} reads weeks of {n_channels} variables "
+                    f"({', '.join(config.get('channel_names', [])) or 'see its provenance'}); X has "
+                    f"{self.n_channels_}."
+                )
+            config.pop("channel_names", None)  # provenance for users, not an argument of the network
+            return self.module_class(n_channels, n_timesteps, **config)
+
+        module, config, self.provenance_ = load_module(self.pretrained, build)
+        self.config_ = {k: v for k, v in config.items() if k not in ("n_channels", "n_timesteps")}
         self.module_ = module.to(getattr(torch, self.dtype)).eval()
         self.history_ = []
         self.n_iter_ = 0
-        self.provenance_ = payload["provenance"]
         self._set_statistics()
         return self
 
@@ -392,7 +421,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         """
         check_is_fitted(self)
         config = {**self.config_, "n_channels": self.n_channels_, "n_timesteps": self.n_timesteps_}
-        return save_weights(path, self.module_.state_dict(), config, dict(self.provenance_))
+        return save_module(path, self.module_, config, dict(self.provenance_))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -7,6 +7,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import as_skicml_tags
+from ..utils.param_validation import Integral, Interval, fit_context
 from ._validation import validate_weeks
 
 __all__ = ["WeeklySummaryFeatures"]
@@ -41,6 +42,11 @@ class WeeklySummaryFeatures(TransformerMixin, BaseEstimator):
     n_features_in_ : int
     fill_values_ : ndarray of shape (n_channels * 9,)
         Training means used for statistics that cannot be computed.
+    statistics : tuple of str
+        Class attribute: the names of the nine statistics, in the order in
+        which each variable's columns list them (``"mean"``, ``"std"``,
+        ``"min"``, ``"max"``, ``"observed"``, ``"night_mean"``,
+        ``"day_mean"``, ``"weekday_mean"``, ``"weekend_mean"``).
 
     Examples
     --------
@@ -49,12 +55,22 @@ class WeeklySummaryFeatures(TransformerMixin, BaseEstimator):
     >>> X, meta, y_static, y_weekly = make_wearable_cohort(n_people=4, n_weeks=1, random_state=0)
     >>> WeeklySummaryFeatures().fit_transform(X).shape
     (4, 108)
+    >>> WeeklySummaryFeatures.statistics[:3]
+    ('mean', 'std', 'min')
     """
+
+    statistics = _STATISTICS
+
+    _parameter_constraints = {
+        "n_channels": [Interval(Integral, 1, None, closed="left"), None],
+        "channel_names": [list, tuple, None],
+    }
 
     def __init__(self, n_channels=None, channel_names=None):
         self.n_channels = n_channels
         self.channel_names = channel_names
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn the shapes and the fill values of ``X``."""
         weeks = validate_weeks(self, X, reset=True)

@@ -345,7 +345,27 @@ def augment_week(weeks, strengths, channel_std, scalable_channels):
 
     Hour blocks and whole variables become NaN, observed values get
     multiplicative scaling (``scalable_channels`` only) and Gaussian jitter of
-    ``jitter * channel_std``, i.e. ``jitter`` on the z-score scale.
+    ``jitter * channel_std``, i.e. ``jitter`` on the z-score scale. This is
+    the view :class:`WearableModel` contrasts; a subclass with another
+    self-supervised loss draws its views the same way.
+
+    Parameters
+    ----------
+    weeks : torch.Tensor of shape (batch, T, V)
+        Raw hourly values, NaN where missing.
+    strengths : dict
+        The keys of :data:`DEFAULT_AUGMENT` (``WearableModel.augment``).
+    channel_std : torch.Tensor of shape (V,)
+        Per-variable standard deviations (``WearableModel.channel_std``).
+    scalable_channels : torch.Tensor of shape (V,), dtype bool
+        Variables that get the multiplicative scaling
+        (``WearableModel.scalable_channels``).
+
+    Returns
+    -------
+    torch.Tensor of shape (batch, T, V)
+        The view, with at least the NaN of ``weeks``; random draws come from
+        torch's global generator.
     """
     batch, length, n_channels = weeks.shape
     device, dtype = weeks.device, weeks.dtype

@@ -19,16 +19,16 @@ import sys
 import torch
 from sklearn.exceptions import NotFittedError
 
-from ..datasets import make_wearable_cohort, wearable_variables
+from ..datasets import make_wearable_cohort, wearable_variables, wearable_week_labels
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
 from ._model import POOLINGS
 
-__all__ = ["main", "probe_report", "week_labels"]
+__all__ = ["main", "probe_report"]
 
-TASKS_STATIC = ("age_group", "sleep_disorder", "beta_blocker")
-TASKS_WEEKLY = ("pregnancy", "infection", "sleep_duration")
+#: ``skicml pretrain wearable`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "wearable"
 
 
 def build_parser():
@@ -73,16 +73,8 @@ def probe_report(transformer, n_people=600, n_weeks=4, variables="core", seed=12
         features = transformer.transform(X)
     except NotFittedError:
         features = transformer.fit_transform(X)
-    return evaluate_probes(features, week_labels(meta, y_static, y_weekly), meta["person_id"].to_numpy())
-
-
-def week_labels(meta, y_static, y_weekly):
-    """One row per week with every task of the benchmark: static labels
-    repeated over the person's weeks, then the weekly ones."""
-    labels = y_static.loc[meta["person_id"], list(TASKS_STATIC)].reset_index(drop=True)
-    for task in TASKS_WEEKLY:
-        labels[task] = y_weekly[task].to_numpy()
-    return labels
+    labels = wearable_week_labels(meta, y_static, y_weekly)
+    return evaluate_probes(features, labels, meta["person_id"].to_numpy())
 
 
 def main(argv=None):

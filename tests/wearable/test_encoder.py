@@ -5,11 +5,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion, make_pipeline
 
 from skicml.datasets import make_wearable_cohort
-from skicml.wearable import WearableEncoder, WeeklySummaryFeatures
+from skicml.wearable import WearableEncoder, WearableModel, WeeklySummaryFeatures
 
 TINY = dict(d_model=16, n_layers=1, head_dim=8, tokenizer_hidden=16, proj_dim=8, batch_size=32,
             max_epochs=2, random_state=0, device="cpu")
@@ -226,3 +227,41 @@ def test_zero_epochs_keeps_the_random_network(cohort):
     again = WearableEncoder(**dict(TINY, max_epochs=0)).fit(cohort[0])
     assert encoder.history_ == [] and encoder.n_iter_ == 0
     np.testing.assert_array_equal(encoder.transform(cohort[0]), again.transform(cohort[0]))
+
+
+class _CountingModel(WearableModel):
+    """The network with a frozen tokenizer that counts its training steps."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tokenizer.requires_grad_(False)
+        self.n_forward = 0
+
+    def forward(self, weeks, partner=None):
+        self.n_forward += 1
+        return super().forward(weeks, partner)
+
+
+class _CountingEncoder(WearableEncoder):
+    module_class = _CountingModel
+
+
+def test_a_subclass_module_is_the_one_trained_and_kept(cohort, fitted):
+    X = cohort[0]
+    encoder = _CountingEncoder(**TINY).fit(X)
+    assert type(encoder.module_) is _CountingModel
+    assert encoder.module_.n_forward > 0 and len(encoder.history_) == TINY["max_epochs"]
+    # Built as the base class builds its network, under the same seed: the frozen
+    # tokenizer keeps its initial weights, the trained backbone moves away from them.
+    untrained = WearableEncoder(**dict(TINY, max_epochs=0)).fit(X).module_.state_dict()
+    trained = encoder.module_.state_dict()
+    tokenizer = [name for name in trained if name.startswith("tokenizer.")]
+    backbone = [name for name in trained if name.startswith("backbone.")]
+    assert tokenizer and backbone
+    for name in tokenizer:
+        torch.testing.assert_close(trained[name], untrained[name])
+    assert any(not torch.equal(trained[name], untrained[name]) for name in backbone)
+    # The hook is a class attribute, not a parameter: clones keep it, get_params ignores it.
+    assert "module_class" not in encoder.get_params()
+    assert type(clone(encoder).fit(X).module_) is _CountingModel
+    assert type(fitted.module_) is WearableModel
