@@ -61,7 +61,10 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["skicml", "skicml.*"]),
     include_package_data=True,
-    package_data={"skicml": ["*/_weights/*.pt", "*/_data/*", "*/_weights/*.json", "ops/*.c"]},
+    # Recursive, so that weights and data of a method subpackage
+    # (skicml/graph/_graphgpt/_weights/) ship like those of a flat family.
+    package_data={"skicml": ["**/_weights/*.pt", "**/_weights/*.json", "**/_weights/*.safetensors",
+                             "**/_data/**/*", "ops/*.c"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["skicml = skicml.cli:main"]},

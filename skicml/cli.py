@@ -1,11 +1,13 @@
 """The ``skicml`` command line: ``info``, ``tour`` and ``pretrain``.
 
-Method families plug into it through two small registries:
+Method families plug into it by convention, found on the file tree by
+:mod:`skicml.utils.discovery` when this module is imported:
 
-- ``TOUR_MODULES``: modules exposing ``tour_entries()``, a list of
-  :class:`skicml.utils.tour.TourEntry`, so ``skicml tour`` grows as families land;
-- ``PRETRAIN_RECIPES``: ``name -> "module:function"`` of the recipes behind
-  ``skicml pretrain <name>``; each function takes the remaining arguments.
+- ``TOUR_MODULES``: every ``_tour.py`` under a domain folder, exposing
+  ``tour_entries()``, a list of :class:`skicml.utils.tour.TourEntry`, so
+  ``skicml tour`` grows as families land;
+- ``PRETRAIN_RECIPES``: ``name -> "module:main"`` for every ``_pretrain.py``,
+  named by its ``RECIPE_NAME``; ``main`` takes the remaining arguments.
 """
 
 from __future__ import annotations
@@ -16,24 +18,16 @@ import platform
 import sys
 import time
 
+from .utils.discovery import all_pretrain_recipes, all_tour_modules
 from .utils.tour import TourEntry
 
 __all__ = ["PRETRAIN_RECIPES", "TOUR_MODULES", "TourEntry", "main"]
 
 #: Modules with a ``tour_entries()`` function, one per method family.
-TOUR_MODULES: list = [
-    "skicml.tabicl._tour",
-    "skicml.wearable._tour",
-    "skicml.graph._graphgpt._tour",
-]
+TOUR_MODULES: list = all_tour_modules()
 
 #: ``skicml pretrain <name>`` recipes, as ``"module:function"``.
-PRETRAIN_RECIPES: dict = {
-    "graphgpt": "skicml.graph._graphgpt._pretrain:main",
-    "tabicl": "skicml.tabicl._pretrain:main",
-    "tiny-clip": "skicml.clip._pretrain:main",
-    "wearable": "skicml.wearable._pretrain:main",
-}
+PRETRAIN_RECIPES: dict = all_pretrain_recipes()
 
 
 def _versions():
@@ -119,9 +113,16 @@ def cmd_tour(args):
             "fit. The tour grows as method families land."
         )
         return 0
-    rows = []
+    rows, missing = [], []
     start = time.perf_counter()
     for entry in progress(entries, verbose=1, desc="tour", unit="method"):
+        absent = entry.missing_requirements()
+        if absent:
+            # A row whose extra is not installed says so instead of stopping the tour.
+            rows.append((entry.method, entry.task, entry.metric, "-", entry.baseline, "-", "-"))
+            needs = f"needs the {entry.extra} extra (pip install \"skicml[{entry.extra}]\"): " if entry.extra else ""
+            missing.append(f"{entry.method}: skipped, {needs}{', '.join(absent)} cannot be imported")
+            continue
         result = entry.run()
         rows.append((
             entry.method, entry.task, entry.metric,
@@ -129,6 +130,8 @@ def cmd_tour(args):
             f"{result.get('seconds', float('nan')):.1f}",
         ))
     print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds"), rows))
+    for line in missing:
+        print(line)
     print(f"\ntotal {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -67,3 +67,67 @@ def test_python_dash_m():
 def test_unknown_arguments_fail():
     with pytest.raises(SystemExit):
         cli.main(["info", "--bogus"])
+
+
+def test_discovery_finds_every_recipe_and_tour_row():
+    import importlib
+
+    from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
+
+    recipes = all_pretrain_recipes()
+    assert set(recipes) == {"graphgpt", "tabicl", "tiny-clip", "wearable"}
+    assert cli.PRETRAIN_RECIPES == recipes
+    for name, target in recipes.items():
+        module_name, function = target.split(":")
+        module = importlib.import_module(module_name)
+        assert module.RECIPE_NAME == name and callable(getattr(module, function))
+    modules = all_tour_modules()
+    assert cli.TOUR_MODULES == modules
+    assert {"skicml.tabicl._tour", "skicml.wearable._tour", "skicml.graph._graphgpt._tour",
+            "skicml.clip._tour"} <= set(modules)
+    methods = {e.method: e for m in modules for e in importlib.import_module(m).tour_entries()}
+    assert {"TabICLClassifier", "WearableEncoder", "GraphGPTRegressor", "WhitenedCLIPScorer"} <= set(methods)
+    assert methods["WhitenedCLIPScorer"].extra == "clip"
+
+
+def test_discovery_walks_the_file_tree(tmp_path):
+    from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
+
+    package = tmp_path / "pkg"
+    for folder in ("", "fam", "dom", "dom/_meth"):
+        (package / folder).mkdir(exist_ok=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "notapackage").mkdir()
+    for folder in ("fam", "dom/_meth", "notapackage"):
+        (package / folder / "_tour.py").write_text("def tour_entries():\n    return []\n")
+    (package / "fam" / "_pretrain.py").write_text('RECIPE_NAME = "fam"\ndef main(argv):\n    pass\n')
+    (package / "dom" / "_meth" / "_pretrain.py").write_text('"""Doc."""\nRECIPE_NAME = "meth"\n')
+    assert all_tour_modules(package, "pkg") == ["pkg.dom._meth._tour", "pkg.fam._tour"]
+    assert all_pretrain_recipes(package, "pkg") == {"fam": "pkg.fam._pretrain:main",
+                                                   "meth": "pkg.dom._meth._pretrain:main"}
+    (package / "dom" / "_meth" / "_pretrain.py").write_text('RECIPE_NAME = "fam"\n')
+    with pytest.raises(ValueError, match="two pretraining recipes are named 'fam'"):
+        all_pretrain_recipes(package, "pkg")
+    (package / "dom" / "_meth" / "_pretrain.py").write_text("def main(argv):\n    pass\n")
+    with pytest.raises(ValueError, match="RECIPE_NAME"):
+        all_pretrain_recipes(package, "pkg")
+
+
+def test_tour_row_with_a_missing_extra_is_reported(capsys, monkeypatch, tmp_path):
+    module = tmp_path / "fake_extra_tour.py"
+    module.write_text(
+        "from skicml.utils.tour import TourEntry\n"
+        "def _run():\n"
+        "    raise AssertionError('a row whose extra is missing must not run')\n"
+        "def tour_entries():\n"
+        "    return [TourEntry('NeedsExtra', 'toy', 'accuracy', 'Dummy', _run,\n"
+        "                      requires=('skicml_no_such_module',), extra='clip'),\n"
+        "            TourEntry('Plain', 'toy', 'accuracy', 'Dummy',\n"
+        "                      lambda: {'score': 0.75, 'baseline_score': 0.5})]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "TOUR_MODULES", ["fake_extra_tour"])
+    assert cli.main(["tour"]) == 0
+    out = capsys.readouterr().out
+    assert "NeedsExtra: skipped, needs the clip extra" in out and 'skicml[clip]' in out
+    assert "skicml_no_such_module" in out and "0.7500" in out

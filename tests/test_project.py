@@ -61,6 +61,13 @@ def test_wheel_ships_package_data(tmp_path):
     (family / "_weights").mkdir(parents=True)
     (family / "__init__.py").write_text("")
     (family / "_weights" / "probe.pt").write_bytes(b"\0" * 1024)
+    # A method subpackage of a domain folder, as skicml/graph/_graphgpt/ is.
+    method = family / "_method"
+    (method / "_weights").mkdir(parents=True)
+    (method / "_data" / "tables").mkdir(parents=True)
+    (method / "__init__.py").write_text("")
+    (method / "_weights" / "probe.pt").write_bytes(b"\0" * 1024)
+    (method / "_data" / "tables" / "probe.csv").write_text("a,b\n1,2\n")
     result = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
          str(source)], capture_output=True, text=True, timeout=300,
@@ -69,6 +76,14 @@ def test_wheel_ships_package_data(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("skicml-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "skicml/probefamily/_weights/probe.pt" in names
+    assert "skicml/probefamily/_method/_weights/probe.pt" in names
+    assert "skicml/probefamily/_method/_data/tables/probe.csv" in names
+    shipped = sorted(
+        path.relative_to(source).as_posix() for path in (source / "skicml").rglob("*")
+        if path.is_file() and ({"_weights", "_data"} & set(path.relative_to(source).parts[:-1]))
+    )
+    assert "skicml/graph/_graphgpt/_weights/graphgpt_qm9_small.pt" in shipped
+    assert [name for name in shipped if name not in names] == []
     assert "skicml/ops/_rms_norm_triton.py" in names
     assert any(n.endswith("entry_points.txt") for n in names)
 
