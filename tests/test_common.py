@@ -5,12 +5,20 @@ check is its own test; checks an estimator declares it cannot pass (in its
 tags, with a reason) are expected failures. Because scikit-learn silently
 yields no checks for an estimator whose tags deny 2-D input, the suite also
 asserts that every estimator really ran at least ``MIN_CHECKS`` of them.
+Every estimator declares its parameter rules; scikit-learn's
+``check_param_validation`` (which ``check_estimator`` does not run) checks
+that ``fit`` enforces them.
 """
 
+import inspect
 from collections import Counter
 
 import pytest
-from sklearn.utils.estimator_checks import check_estimator, estimator_checks_generator
+from sklearn.utils.estimator_checks import (
+    check_estimator,
+    check_param_validation,
+    estimator_checks_generator,
+)
 
 from skicml.utils._test_common import expected_failed_checks, estimators_under_test
 from skicml.utils.estimator_checks import yield_skicml_checks
@@ -73,6 +81,23 @@ def _skicml_checks():
 @pytest.mark.parametrize("estimator, check", list(_skicml_checks()))
 def test_skicml_common(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize(
+    "estimator", ESTIMATORS, ids=[type(e).__name__ for e in ESTIMATORS]
+)
+def test_parameter_constraints_name_every_constructor_parameter(estimator):
+    cls = type(estimator)
+    assert "_parameter_constraints" in dir(cls), f"{cls.__name__} declares no _parameter_constraints"
+    parameters = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    assert set(cls._parameter_constraints) == parameters
+
+
+@pytest.mark.parametrize(
+    "estimator", ESTIMATORS, ids=[type(e).__name__ for e in ESTIMATORS]
+)
+def test_parameter_constraints_are_enforced(estimator):
+    check_param_validation(type(estimator).__name__, estimator)
 
 
 def test_every_estimator_declares_reasons():
