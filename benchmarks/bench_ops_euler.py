@@ -46,6 +46,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import torch
+from _common import median_times
 
 from skicml.ops import euler_serialize, euler_serialize_reference
 
@@ -145,13 +146,9 @@ def batch_tensors(graphs, seed=0):
     return edge_index, edge_ptr, node_ptr, seeds
 
 
-def cpu_time(fn, repeats):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.process_time()
-        result = fn()
-        times.append(time.process_time() - start)
-    return sorted(times)[len(times) // 2], result
+def cpu_time(fn, repeats, warmup=0):
+    """(median CPU seconds, last result) of ``fn``."""
+    return median_times({"fn": fn}, repeats=repeats, warmup=warmup, device="cpu", clock=time.process_time)["fn"]
 
 
 # --------------------------------------------------------------------------
@@ -201,8 +198,8 @@ def run_workload(name, graphs, repeats):
     nx_len = sum(len(rows) for rows in nx_rows)
 
     t_ref, ref = cpu_time(lambda: euler_serialize_reference(*inputs), 1)
-    euler_serialize(*inputs)  # warm-up (and compilation on a first run)
-    t_op, op = cpu_time(lambda: euler_serialize(*inputs), repeats)
+    # One warm-up call: the first compiles the C kernel.
+    t_op, op = cpu_time(lambda: euler_serialize(*inputs), repeats, warmup=1)
     for got, expected in zip(op, ref):
         assert torch.equal(got, expected), f"{name}: the op differs from the reference"
     check_op_rows(inputs, op)

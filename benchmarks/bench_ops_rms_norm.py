@@ -8,26 +8,11 @@ the dispatch overhead; on CUDA it runs the Triton kernel.
 """
 
 import argparse
-import time
 
 import torch
+from _common import median_times
 
 from skicml.ops import rms_norm, rms_norm_reference
-
-
-def median_time(fn, repeats, device):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
 
 
 def main():
@@ -45,11 +30,12 @@ def main():
         for dtype in (torch.float32,) + ((torch.bfloat16,) if args.device == "cuda" else ()):
             x = torch.randn(rows, width, device=args.device, dtype=dtype)
             w = torch.rand(width, device=args.device, dtype=dtype)
-            t_op = median_time(lambda: rms_norm(x, w, 1e-6), args.repeats, args.device)
-            t_ref = median_time(lambda: rms_norm_reference(x, w, 1e-6), args.repeats, args.device)
-            t_torch = median_time(
-                lambda: torch.nn.functional.rms_norm(x, (width,), w, 1e-6), args.repeats, args.device
-            )
+            timings = median_times({
+                "op": lambda: rms_norm(x, w, 1e-6),
+                "ref": lambda: rms_norm_reference(x, w, 1e-6),
+                "torch": lambda: torch.nn.functional.rms_norm(x, (width,), w, 1e-6),
+            }, repeats=args.repeats, device=args.device)
+            t_op, t_ref, t_torch = (timings[name][0] for name in ("op", "ref", "torch"))
             print(f"{rows:>7} x {width:<5} {str(dtype)[6:]:>9} {t_op*1e3:8.3f} {t_ref*1e3:8.3f} "
                   f"{t_torch*1e3:8.3f} {t_ref/t_op:7.2f}x {t_torch/t_op:7.2f}x")
 

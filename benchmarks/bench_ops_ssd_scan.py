@@ -27,9 +27,9 @@ must stay below 1e-3 in float32). No library alternative runs on CPU;
 
 import argparse
 import functools
-import time
 
 import torch
+from _common import median_times
 
 from skicml.ops import ssd_scan, ssd_scan_reference, ssd_scan_sequential
 
@@ -55,28 +55,6 @@ def forward_backward(fn, args, grad_y):
     return y.detach(), torch.autograd.grad(y, inputs, grad_y)
 
 
-def timed(fn, repeats, device):
-    """(median seconds, last result); three untimed warm-up calls when repeating.
-
-    The warm-up matters on CPU: the first calls of a process are several
-    times slower while the allocator maps fresh pages for the large chunk
-    intermediates.
-    """
-    if repeats > 1:
-        for _ in range(3):
-            fn()
-    times, result = [], None
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2], result
-
-
 def differences(result, expected):
     (y, grads), (y_ref, grads_ref) = result, expected
     dy = (y - y_ref).abs().max().item()
@@ -95,13 +73,21 @@ def cpu_table(repeats, chunk_sizes):
     for shape in (WORK_UNIT, CPU_DEFAULT):
         args, grad_y = make_inputs(*shape)
         name = ",".join(map(str, shape))
-        t_seq, expected = timed(
-            lambda: forward_backward(ssd_scan_sequential, args, grad_y), 1, "cpu"
-        )
+        # The sequential scan is slow enough to time once.
+        t_seq, expected = median_times(
+            {"sequential": lambda: forward_backward(ssd_scan_sequential, args, grad_y)}, repeats=1, warmup=0,
+            device="cpu",
+        )["sequential"]
         print(f"{name:>18} {'sequential':>16} {t_seq:10.3f} {1.0:8.2f}x {'-':>9} {'-':>11}")
-        for chunk_size in chunk_sizes:
-            op = functools.partial(ssd_scan, chunk_size=chunk_size)
-            t_op, result = timed(lambda: forward_backward(op, args, grad_y), repeats, "cpu")
+        # Three warm-up rounds when repeating: the first calls of a process are
+        # several times slower while the allocator maps fresh pages for the
+        # large chunk intermediates.
+        timings = median_times({
+            chunk_size: functools.partial(forward_backward, functools.partial(ssd_scan, chunk_size=chunk_size),
+                                          args, grad_y)
+            for chunk_size in chunk_sizes
+        }, repeats=repeats, warmup=3 if repeats > 1 else 0, device="cpu")
+        for chunk_size, (t_op, result) in timings.items():
             dy, dgrad = differences(result, expected)
             label = f"chunked L={chunk_size}"
             print(f"{name:>18} {label:>16} {t_op:10.3f} {t_seq / t_op:8.1f}x {dy:9.1e} "
@@ -118,12 +104,16 @@ def cuda_table(repeats, chunk_size):
     for shape in (CPU_DEFAULT, WORK_UNIT, (256,) + WORK_UNIT[1:]):
         args, grad_y = make_inputs(*shape, device="cuda")
         with torch.no_grad():
-            t_kernel, y_kernel = timed(lambda: ssd_scan_triton(*args, chunk_size), repeats, "cuda")
-            t_ref, y_ref = timed(lambda: ssd_scan_reference(*args, chunk_size), repeats, "cuda")
+            forward = median_times({"triton": lambda: ssd_scan_triton(*args, chunk_size),
+                                    "reference": lambda: ssd_scan_reference(*args, chunk_size)},
+                                   repeats=repeats, device="cuda")
+        (t_kernel, y_kernel), (t_ref, y_ref) = forward["triton"], forward["reference"]
         op = functools.partial(ssd_scan, chunk_size=chunk_size)
         reference = functools.partial(ssd_scan_reference, chunk_size=chunk_size)
-        t_op, _ = timed(lambda: forward_backward(op, args, grad_y), repeats, "cuda")
-        t_ref_bwd, _ = timed(lambda: forward_backward(reference, args, grad_y), repeats, "cuda")
+        backward = median_times({"op": lambda: forward_backward(op, args, grad_y),
+                                 "reference": lambda: forward_backward(reference, args, grad_y)},
+                                repeats=repeats, device="cuda")
+        t_op, t_ref_bwd = backward["op"][0], backward["reference"][0]
         dy = (y_kernel - y_ref).abs().max().item()
         name = ",".join(map(str, shape))
         print(f"{name:>18} {t_kernel * 1e3:13.3f} {t_ref * 1e3:10.3f} {t_ref / t_kernel:6.2f}x "
