@@ -106,7 +106,14 @@ def cmd_tour(args):
 
     entries = _tour_entries()
     if args.only:
-        entries = [e for e in entries if args.only.lower() in e.method.lower()]
+        matching = [e for e in entries if args.only.lower() in e.method.lower()]
+        if not matching:
+            # A typo must not look like a successful, empty tour.
+            choices = ", ".join(e.method for e in entries) or "none"
+            print(f"skicml tour: --only {args.only!r} matches no method; the methods are: {choices}",
+                  file=sys.stderr)
+            return 2
+        entries = matching
     if not entries:
         print(
             "skicml tour: no estimator is available yet, so there is nothing to "

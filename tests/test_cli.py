@@ -37,6 +37,13 @@ def test_tour_without_estimators_says_so(capsys, monkeypatch):
     assert "no estimator is available yet" in capsys.readouterr().out
 
 
+def test_tour_only_without_a_match_lists_the_methods_and_fails(capsys):
+    assert cli.main(["tour", "--only", "NoSuchMethod"]) == 2
+    err = capsys.readouterr().err
+    assert "'NoSuchMethod' matches no method" in err
+    assert "TabICLClassifier" in err and "WhitenedCLIPScorer" in err
+
+
 def test_tour_runs_entries(capsys, monkeypatch, tmp_path):
     module = tmp_path / "fake_tour.py"
     module.write_text(
