@@ -40,7 +40,7 @@ import torch
 
 __all__ = [
     "LoadedModule", "ShippedWeights", "available_weights", "check_local", "load_module", "load_weights",
-    "register_weights", "save_module", "save_weights",
+    "recipe_command", "register_weights", "save_module", "save_weights",
 ]
 
 
@@ -59,7 +59,11 @@ class ShippedWeights:
     sha256 : str
         Content hash of the file, checked on load.
     description : str
-        One line for ``skicml info``.
+        What the model is, one line for ``skicml info``.
+    benchmark : str
+        Its headline score on its benchmark (with the baseline's where there
+        is one), for the table of ``skicml info``; the full metrics are in the
+        file's provenance.
     """
 
     name: str
@@ -67,6 +71,7 @@ class ShippedWeights:
     filename: str
     sha256: str
     description: str = ""
+    benchmark: str = ""
 
     def path(self):
         """A traversable pointing at the shipped file."""
@@ -79,12 +84,46 @@ class ShippedWeights:
 _REGISTRY: dict = {}
 
 
-def register_weights(name, package, filename, sha256, description=""):
+def register_weights(name, package, filename, sha256, description="", benchmark=""):
     """Declare a shipped model file (called by a family's ``__init__``)."""
     if name in _REGISTRY and _REGISTRY[name].filename != filename:
         raise ValueError(f"Shipped weights {name!r} are already registered.")
-    _REGISTRY[name] = ShippedWeights(name, package, filename, sha256, description)
+    _REGISTRY[name] = ShippedWeights(name, package, filename, sha256, description, benchmark)
     return _REGISTRY[name]
+
+
+def recipe_command(recipe_name, argv):
+    """The ``skicml pretrain`` command line to record in a file's provenance.
+
+    Directories of path arguments are dropped (``--export /home/me/runs/m.pt``
+    is recorded as ``--export m.pt``): a shipped file must not carry the
+    paths of the machine that trained it, and the command still says what to
+    run.
+
+    Parameters
+    ----------
+    recipe_name : str
+        The recipe's ``RECIPE_NAME``.
+    argv : list of str
+        The recipe's arguments.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from skicml._weights import recipe_command
+    >>> recipe_command("tabicl", ["--steps", "10", "--export", "/tmp/runs/m.pt"])
+    'skicml pretrain tabicl --steps 10 --export m.pt'
+    """
+    parts = []
+    for arg in argv:
+        option, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if os.path.isabs(value):
+            value = os.path.basename(value.rstrip(os.sep)) or value
+        parts.append(f"{option}{equals}{value}")
+    return " ".join(["skicml pretrain", recipe_name, *parts])
 
 
 def available_weights():
@@ -330,10 +369,13 @@ def load_module(name_or_path, build):
 # --------------------------------------------------------------------------
 def save_weights(path, state_dict, config, provenance):
     """Write a model file in the shipped format and return its SHA-256."""
+    # load_weights adds the local path a file was read from; it describes that
+    # machine, not the model, so a file written from such a payload drops it.
+    provenance = {k: v for k, v in provenance.items() if k != "path"}
     payload = {
         "state_dict": {k: v.detach().cpu().contiguous() for k, v in state_dict.items()},
         "config": dict(config),
-        "provenance": dict(provenance),
+        "provenance": provenance,
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save(payload, path)

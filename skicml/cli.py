@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.resources
 import platform
 import sys
 import time
@@ -81,6 +82,11 @@ def cmd_info(args):
     if not shipped:
         print("shipped models: none yet")
         return 0
+    if not args.verbose:
+        print("shipped models:")
+        print(_table(("name", "size", "what it is", "benchmark"), [_model_row(e) for e in shipped.values()]))
+        print("\n(skicml info --verbose prints each model's full provenance)")
+        return 0
     print("shipped models:")
     for entry in shipped.values():
         if not entry.is_installed():
@@ -88,9 +94,25 @@ def cmd_info(args):
             continue
         provenance = _weights.load_weights(entry.name)["provenance"]
         print(f"  {entry.name}: {entry.description}")
+        if entry.benchmark:
+            print(f"      benchmark: {entry.benchmark}")
         for key, value in sorted(provenance.items()):
             print(f"      {key}: {value}")
     return 0
+
+
+def _shorten(text, width=60):
+    if len(text) <= width:
+        return text
+    return text[:width - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+
+
+def _model_row(entry):
+    if not entry.is_installed():
+        return entry.name, "MISSING", entry.filename, "-"
+    with importlib.resources.as_file(entry.path()) as path:
+        size = f"{path.stat().st_size / 1e6:.1f} MB"
+    return entry.name, size, _shorten(entry.description), entry.benchmark or "-"
 
 
 def _tour_entries():
@@ -160,7 +182,8 @@ def build_parser():
         prog="skicml", description="Methods of ICML 2025 papers as scikit-learn estimators."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, device, estimators and shipped models")
+    info = sub.add_parser("info", help="versions, device, estimators and shipped models")
+    info.add_argument("--verbose", action="store_true", help="print every shipped model's full provenance")
     tour = sub.add_parser("tour", help="fit every available estimator on offline data")
     tour.add_argument("--only", help="run only the methods whose name contains this")
     pretrain = sub.add_parser("pretrain", help="pretrain a shipped model (recipe arguments follow)")

@@ -12,6 +12,33 @@ def test_info(capsys):
     assert "scikit-learn" in out and "device:" in out and "shipped models" in out
 
 
+def test_info_is_a_compact_table_and_verbose_gives_the_provenance(capsys):
+    from skicml import _weights
+
+    assert cli.main(["info"]) == 0
+    compact = capsys.readouterr().out
+    names = list(_weights.available_weights())
+    for name in names:
+        (row,) = [line for line in compact.splitlines() if line.startswith(name + " ")]
+        assert " MB " in row and _weights.available_weights()[name].benchmark[:20] in row
+    assert "recipe:" not in compact and len(compact.splitlines()) < 40
+    assert cli.main(["info", "--verbose"]) == 0
+    verbose = capsys.readouterr().out
+    assert verbose.count("      recipe: ") == len(names) and verbose.count("skicml pretrain") >= len(names)
+
+
+def test_shipped_provenance_names_no_path_of_the_training_machine():
+    import re
+
+    from skicml import _weights
+
+    for name in _weights.available_weights():
+        provenance = _weights.load_weights(name)["provenance"]
+        assert "path" not in provenance, name
+        text = repr(provenance)
+        assert not re.search(r"(?<![\w.])/(?:[\w.+-]+/)+", text), (name, re.findall(r"/\S+", text)[:3])
+
+
 def test_tour_runs_every_family(capsys, monkeypatch):
     # The real tour rows, with each method's run replaced by a stub, so this
     # checks the registry wiring without fitting anything.

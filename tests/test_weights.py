@@ -217,3 +217,15 @@ def test_a_local_file_wins_over_the_rules(tmp_path, monkeypatch):
     (tmp_path / "hf-hub:local").mkdir()
     _save_linear(tmp_path / "hf-hub:local" / "m.pt")
     assert _weights.load_module("hf-hub:local/m.pt", _linear).config == {"n_in": 2, "n_out": 3}
+
+
+def test_recipe_command_drops_directories_and_a_rewrite_drops_the_load_path(tmp_path):
+    command = _weights.recipe_command("wearable", ["--checkpoint-dir", str(tmp_path / "runs"),
+                                                   f"--export={tmp_path / 'm.pt'}", "--epochs", "2"])
+    assert command == "skicml pretrain wearable --checkpoint-dir runs --export=m.pt --epochs 2"
+    path = tmp_path / "m.pt"
+    _weights.save_weights(path, {"w": torch.ones(1)}, {}, {"seed": 0})
+    payload = _weights.load_weights(path)
+    assert payload["provenance"]["path"] == str(path)
+    _weights.save_weights(path, payload["state_dict"], payload["config"], payload["provenance"])
+    assert "path" not in torch.load(path, weights_only=True)["provenance"]

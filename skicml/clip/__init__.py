@@ -43,7 +43,8 @@ register_weights(
     "tiny-clip-shapes",
     "skicml.clip",
     "_weights/tiny_clip_shapes.pt",
-    sha256="e9e3d5d96c30423893a5e4adaefafbdaf2903d5c477d50e0b59d26f47cb25bf8",
+    sha256="54389118a31ce68f2c14012ebbef614b19f74078b7d6c2f4d64e1763115dcd6f",
     description="Tiny open_clip CLIP (3.3M parameters, float16) trained contrastively on make_shape_scenes; "
                 "a toy for demos and tests",
+    benchmark="corrupted scenes at severity 3, AUROC: noise 0.84, blur 0.55, occlusion 0.95",
 )

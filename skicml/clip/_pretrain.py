@@ -27,7 +27,7 @@ import time
 import numpy as np
 import torch
 
-from .._weights import load_weights, save_weights
+from .._weights import load_weights, recipe_command, save_weights
 from ..datasets import SHAPE_TEXTURES, corrupt_images, make_shape_scenes, perturb_captions
 from ..utils.images import preprocess_images
 from ..utils.training import pretrain
@@ -303,7 +303,7 @@ def main(argv=None):
     }
     losses = history["loss"]
     provenance = {
-        "recipe": "skicml pretrain tiny-clip " + " ".join(sys.argv[3:] if argv is None else argv),
+        "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
         "data": {"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs,
                  "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
         "steps": history["step"],

@@ -18,4 +18,5 @@ register_weights(
     "_weights/tabicl_small.pt",
     sha256="b825cb6a3791b9b19edc1957a35cc6cbf167801e29bf4bf885a1a95192fc7388",
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
+    benchmark="real tables: log loss 0.111, accuracy 0.961 (LogisticRegression 0.099)",
 )

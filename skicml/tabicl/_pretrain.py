@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._weights import save_weights
+from .._weights import recipe_command, save_weights
 from ..utils.training import pretrain
 from ._model import TabICLModel
 from .prior import PriorConfig, TabularPrior
@@ -196,7 +196,7 @@ def main(argv=None):
         device=device, checkpoint_path=args.checkpoint, checkpoint_every=args.checkpoint_every,
         callback=lambda m, step: real_table_scores(m), callback_every=args.eval_every,
         max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta={"recipe": "skicml pretrain tabicl " + " ".join(sys.argv[3:] if argv is None else argv)},
+        meta={"recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv)},
         verbose=0 if args.quiet else 1, desc="pretrain tabicl",
     )
     if rank == 0 and args.export and history["step"] >= args.steps:
@@ -259,7 +259,7 @@ def _export(args, model, history, prior_config, argv):
         final = real_table_scores(model, with_baseline=True)
     provenance = {
         "recipe": history.get("meta", {}).get(
-            "recipe", "skicml pretrain tabicl " + " ".join(sys.argv[3:] if argv is None else argv)),
+            "recipe", recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv)),
         "preset": args.preset, "steps": history["step"], "steps_planned": args.steps,
         "tables_seen": history["items"], "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
         "prior": json.dumps(dataclasses.asdict(prior_config)), "train_seconds": round(history["seconds"], 1),

@@ -22,9 +22,10 @@ register_weights(
     "wearable-core-small",
     "skicml.wearable",
     "_weights/wearable_core_small.pt",
-    sha256="00527ef65983e6dae31fabe78cd66d707e7dcc0f89541f70fcfca32f1e35f225",
+    sha256="ead2e2c4afdd9dc9840988464f1bb7de92350acec4117157f4045ddd5140fed7",
     description="Wearable encoder (bidirectional Mamba-2, width 128, day-context tokens, 0.78M "
                 "parameters, 384-d embedding read from every layer) pretrained by masked "
                 "reconstruction of hidden and shown hours on 8,000 synthetic weeks of the 12 core "
                 "variables",
+    benchmark="linear probes: 4 of 6 labels above the summary statistics (infection 0.911 vs 0.970)",
 )

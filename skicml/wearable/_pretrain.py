@@ -19,6 +19,7 @@ import sys
 import torch
 from sklearn.exceptions import NotFittedError
 
+from .._weights import recipe_command
 from ..datasets import make_wearable_cohort, wearable_variables, wearable_week_labels
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
@@ -102,7 +103,7 @@ def main(argv=None):
     if args.export:
         encoder.config_["channel_names"] = list(wearable_variables(args.variables)["name"])
         encoder.provenance_ = {
-            "recipe": "skicml pretrain wearable " + " ".join(sys.argv[3:] if argv is None else argv),
+            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
             "cohort": dict(n_people=args.people, n_weeks=args.weeks, variables=args.variables,
                            random_state=args.seed),
             "epochs": encoder.n_iter_,

@@ -26,6 +26,7 @@ register_weights(
     "graphgpt-qm9-small",
     "skicml.graph._graphgpt",
     "_weights/graphgpt_qm9_small.pt",
-    sha256="12fff0d9dc745898c5d6f6143f6cd87ff51f44cc98f2aa6986d6a3e9e792a8e5",
+    sha256="f6eab54aadc751a678ba7d888180f351adc7b0ea3a2fce3ad08613a7ee1e9714",
     description="GraphGPT backbone (d=128, 4 layers) SMTP-pretrained on QM9 molecules",
+    benchmark="QM9 HOMO-LUMO gap, ridge probe on the frozen backbone: MAE 0.489 eV",
 )

@@ -26,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from ..._weights import save_weights
+from ..._weights import recipe_command, save_weights
 from ...datasets import HARTREE_TO_EV, qm9_split
 from ...utils.training import pretrain
 from .._chem import smiles_to_graphs
@@ -156,7 +156,7 @@ def main(argv=None):
     if args.export:
         losses = history["loss"]
         provenance = {
-            "recipe": "skicml pretrain graphgpt " + " ".join(sys.argv[3:] if argv is None else argv),
+            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
             "data": "QM9 from qm9pack, molecules with qm9_id % 10 != 0",
             "n_molecules": len(graphs),
             "objective": "smtp",
