@@ -93,6 +93,9 @@ class WeeklySummaryFeatures(TransformerMixin, BaseEstimator):
         return np.where(np.isnan(features), self.fill_values_, features)
 
     def _summaries(self, weeks):
+        # float64 whatever X's dtype: sums and squares of large float32 values
+        # (1e20) overflow float32 and would give inf features.
+        weeks = weeks.astype(np.float64, copy=False)
         hours = np.arange(weeks.shape[1])
         night = hours % 24 < 6
         weekend = (hours // 24) % 7 >= 5
@@ -113,7 +116,14 @@ class WeeklySummaryFeatures(TransformerMixin, BaseEstimator):
                 np.nanmean(weeks[:, weekend], axis=1) if weekend.any() else empty,
             ]
         # Columns grouped by variable: var0_mean, var0_std, ..., var1_mean, ...
-        return np.stack(parts, axis=-1).reshape(len(weeks), -1)
+        features = np.stack(parts, axis=-1).reshape(len(weeks), -1)
+        if np.isinf(features).any():
+            raise ValueError(
+                f"{type(self).__name__}: the values of X are too large for summary statistics even in "
+                f"float64 (max |X| = {np.nanmax(np.abs(weeks)):.3g}; their sums or squares overflow); "
+                "rescale X (change its units) first."
+            )
+        return features
 
     def get_feature_names_out(self, input_features=None):
         """``<variable>_<statistic>`` for each output column."""

@@ -152,3 +152,20 @@ def test_bootstrap_input_errors():
     baseline[0, 0] = np.nan
     with pytest.raises(ValueError, match="baseline"):
         evaluate_probes(embeddings, labels, groups, baseline=baseline)
+
+
+def test_large_float32_weeks_give_finite_float64_features():
+    # Issue 28, item 3: float32 sums and squares of 1e20 overflow (inf features).
+    rng = np.random.default_rng(0)
+    X = (rng.random((4, 168, 3)) * 1e20).astype(np.float32)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    F32 = WeeklySummaryFeatures().fit(X).transform(X)
+    F64 = WeeklySummaryFeatures().fit(X.astype(np.float64)).transform(X.astype(np.float64))
+    assert np.isfinite(F32).all()
+    np.testing.assert_array_equal(F32, F64)
+
+
+def test_values_too_large_even_for_float64_are_a_clear_error():
+    X = np.full((2, 168, 1), 1e300)
+    with pytest.raises(ValueError, match=r"values of X are too large.*rescale X"):
+        WeeklySummaryFeatures().fit(X)
