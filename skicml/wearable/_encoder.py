@@ -364,6 +364,12 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
                     f"({', '.join(config.get('channel_names', [])) or 'see its provenance'}); X has "
                     f"{self.n_channels_}."
                 )
+            if n_timesteps != self.n_timesteps_:
+                raise ValueError(
+                    f"The pretrained encoder {self.pretrained!r} reads weeks of {n_timesteps} hours; "
+                    f"X has {self.n_timesteps_} hours per week. Pass weeks of {n_timesteps} hours "
+                    f"(shape (n_weeks, {n_timesteps}, n_variables))."
+                )
             config.pop("channel_names", None)  # provenance for users, not an argument of the network
             return self.module_class(n_channels, n_timesteps, **config)
 

@@ -265,3 +265,26 @@ def test_a_subclass_module_is_the_one_trained_and_kept(cohort, fitted):
     assert "module_class" not in encoder.get_params()
     assert type(clone(encoder).fit(X).module_) is _CountingModel
     assert type(fitted.module_) is WearableModel
+
+
+@pytest.mark.parametrize("hours", [24, 504])
+def test_pretrained_encoder_refuses_weeks_of_another_length(cohort, hours):
+    # Issue 28, item 5: the shipped encoder reads 168-hour weeks.
+    X = cohort[0]
+    other = np.resize(X, (len(X), hours, X.shape[2])).astype(X.dtype)
+    with pytest.raises(ValueError, match=f"reads weeks of 168 hours; X has {hours} hours"):
+        WearableEncoder(pretrained="wearable-core-small").fit(other)
+
+
+def test_pretrained_encoder_transform_refuses_weeks_of_another_length(cohort):
+    X = cohort[0]
+    encoder = WearableEncoder(pretrained="wearable-core-small").fit(X)
+    with pytest.raises(ValueError, match=r"fitted on weeks of 168 hours x \d+ variables; got 24 x"):
+        encoder.transform(X[:, :24])
+
+
+@pytest.mark.parametrize("params, name", [({"batch_size": 0}, "batch_size"), ({"max_epochs": -1}, "max_epochs")])
+def test_degenerate_training_numbers_are_refused(cohort, params, name):
+    # Issue 28, item 8: batch_size=0 was a ZeroDivisionError deep in training.
+    with pytest.raises(ValueError, match=f"'{name}' parameter of WearableEncoder must be"):
+        WearableEncoder(**dict(TINY, **params)).fit(cohort[0][:4])
