@@ -263,8 +263,16 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
         self.mean_ = X.mean(axis=0)
         Xc = X - self.mean_
         self.replaced_features_ = self._replace_correlated(Xc)
-        cov = (Xc.T @ Xc) / (n_samples - self.ddof)
-        cov = self._shrink(cov, Xc)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            cov = (Xc.T @ Xc) / (n_samples - self.ddof)
+            cov = self._shrink(cov, Xc)
+        if not np.isfinite(cov).all():
+            peak = float(np.max(np.abs(X)))
+            raise ValueError(
+                f"{type(self).__name__}: the values of X are too large to form a covariance in float64 "
+                f"(max |X| = {peak:.3g}; its products overflow); rescale X (divide it by a constant) "
+                "before fitting."
+            )
         eigenvalues, vectors = np.linalg.eigh(cov)
         order = np.argsort(eigenvalues)[::-1]
         eigenvalues, vectors = eigenvalues[order], _fix_signs(vectors[:, order])

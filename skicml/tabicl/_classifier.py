@@ -399,6 +399,14 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         y = column_or_1d(check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=False), warn=True)
         if len(y) != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels.")
+        if y.dtype == object:
+            missing = [i for i, label in enumerate(y) if label is None or (isinstance(label, float) and label != label)]
+            if missing:
+                raise ValueError(
+                    f"y contains missing labels (None or NaN) at {len(missing)} position(s), the first at "
+                    f"index {missing[0]}; every training row needs a class label: drop those rows or "
+                    "give them a label."
+                )
         check_classification_targets(y)
         seed = self._ensemble_seed()
         X, y = self._subsample(X, y, np.random.RandomState(seed))

@@ -294,6 +294,20 @@ class OutlierRemover(TransformerMixin, BaseEstimator):
         return np.minimum(self.upper_bounds_ + np.log1p(np.abs(X)), X)
 
 
+def _overflow_safe_scale(X, limit=1e100):
+    """Per-column powers of two that bring columns beyond ``limit`` to magnitude ~1 (1 elsewhere).
+
+    Squares of values near 1e155 overflow float64, so a variance of such a
+    column is inf and scaling it gives NaN; multiplying by a power of two is
+    exact, and scale-invariant steps (standard scaling) give the same result.
+    """
+    peak = np.max(np.abs(X), axis=0, initial=0.0) if X.size else np.zeros(X.shape[1])
+    scale = np.ones(X.shape[1])
+    big = peak > limit
+    scale[big] = np.exp2(-np.ceil(np.log2(peak[big])))
+    return scale
+
+
 def _make_normalizer(method, seed, n_samples):
     if method == "power":
         # PowerTransformer(method="yeo-johnson") with the lambdas of all columns found at once
@@ -479,7 +493,9 @@ class PrincipalProjection(TransformerMixin, BaseEstimator):
             codes = X[:, self.categorical_mask_]
             blocks.append(self.encoder_.fit_transform(codes) if fit else self.encoder_.transform(codes))
         if (~self.categorical_mask_).any():
-            values = X[:, ~self.categorical_mask_]
+            # Exact power-of-two rescaling of huge columns (the standard
+            # scaling undoes it), so that their variance does not overflow.
+            values = X[:, ~self.categorical_mask_] * self.column_scale_
             blocks.append(self.scaler_.fit_transform(values) if fit else self.scaler_.transform(values))
         return np.hstack(blocks)
 
@@ -509,6 +525,7 @@ class PrincipalProjection(TransformerMixin, BaseEstimator):
                                        max_categories=self.max_categories, dtype=np.float64)
                          if categorical.any() else None)
         self.scaler_ = StandardScaler() if (~categorical).any() else None
+        self.column_scale_ = _overflow_safe_scale(X[:, ~categorical])
         Z = self._blocks(X, fit=True)
         n_components = min(self.n_components, *Z.shape)
         with np.errstate(divide="ignore", invalid="ignore"):  # a constant table has no variance to share

@@ -322,3 +322,11 @@ def test_bad_inputs_raise():
     X_bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         model.score_samples(X_bad)
+
+
+def test_values_too_large_for_a_covariance_are_a_clear_error():
+    # Issue 28, item 8: 1e200 overflowed the covariance and numpy's eigh
+    # raised LinAlgError.
+    X = np.random.default_rng(0).normal(size=(30, 4)) * 1e200
+    with pytest.raises(ValueError, match=r"too large to form a covariance.*rescale X"):
+        WhiteningLikelihood().fit(X)

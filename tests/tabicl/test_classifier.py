@@ -392,3 +392,24 @@ def test_any_small_table(n_train, n_features, n_classes, seed):
     proba = clf.predict_proba(rng.randn(3, n_features))
     assert proba.shape == (3, n_classes)
     np.testing.assert_allclose(proba.sum(1), 1, atol=1e-6)
+
+
+def test_huge_values_give_the_result_of_the_rescaled_table(data):
+    # Issue 28, item 8: values of 1e200 overflowed the principal view's variance
+    # ("Input X contains NaN" from PCA); the scale-invariant preprocessing now
+    # gives the probabilities of the table divided by 1e200. (A fixed
+    # temperature: the calibration folds hash the raw values, so "auto" draws
+    # other folds for another scale.)
+    X, y, X_test = data
+    huge = _clf(softmax_temperature=0.9).fit(X * 1e200, y).predict_proba(X_test * 1e200)
+    plain = _clf(softmax_temperature=0.9).fit(X, y).predict_proba(X_test)
+    assert np.isfinite(huge).all()
+    np.testing.assert_allclose(huge, plain, atol=1e-4)
+
+
+@pytest.mark.parametrize("missing", [None, np.nan])
+def test_missing_labels_are_a_clear_error(data, missing):
+    X, _, _ = data
+    y = np.array(["a", missing, "b"] * 30, dtype=object)
+    with pytest.raises(ValueError, match="y contains missing labels"):
+        _clf().fit(X, y)
