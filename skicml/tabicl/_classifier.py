@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 from .._weights import load_module
 from ..base import TorchEstimatorMixin, seeded
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
+from ..utils.validation import check_no_missing_labels
 from ._encoding import TransformToNumerical
 from ._ensemble import SHUFFLE_METHODS, EnsembleGenerator
 from ._inference import ROW_CHUNK, EnsembleContext
@@ -399,14 +400,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         y = column_or_1d(check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=False), warn=True)
         if len(y) != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels.")
-        if y.dtype == object:
-            missing = [i for i, label in enumerate(y) if label is None or (isinstance(label, float) and label != label)]
-            if missing:
-                raise ValueError(
-                    f"y contains missing labels (None or NaN) at {len(missing)} position(s), the first at "
-                    f"index {missing[0]}; every training row needs a class label: drop those rows or "
-                    "give them a label."
-                )
+        check_no_missing_labels(y)
         check_classification_targets(y)
         seed = self._ensemble_seed()
         X, y = self._subsample(X, y, np.random.RandomState(seed))

@@ -17,3 +17,12 @@ def test_degenerate_training_numbers_are_refused(Estimator, params, name):
     y = np.arange(6) % 2
     with pytest.raises(ValueError, match=f"'{name}' parameter of {Estimator.__name__} must be"):
         Estimator(**TINY, **params).fit(graphs, y)
+
+
+@pytest.mark.parametrize("missing", [None, float("nan")])
+def test_missing_class_labels_are_a_clear_error(missing):
+    # numpy's "'<' not supported" came out of the label encoder before.
+    graphs = list(make_triangle_graphs(n_graphs=6, random_state=0)[0])
+    y = np.array(["a", "b", missing, "a", "b", "a"], dtype=object)
+    with pytest.raises(ValueError, match=r"y contains missing labels \(None or NaN\) at 1 position\(s\), the first at index 2"):
+        GraphGPTClassifier(**TINY, max_epochs=1).fit(graphs, y)

@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ...base import seeded
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
+from ...utils.validation import check_no_missing_labels
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 
@@ -306,6 +307,7 @@ class GraphGPTClassifier(ClassifierMixin, _GraphGPTSupervised):
         y = column_or_1d(y, warn=True)
         if len(y) == 0:
             raise ValueError("y is empty; at least one labelled graph is needed.")
+        check_no_missing_labels(y)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
         self.classes_ = encoder.classes_
