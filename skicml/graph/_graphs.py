@@ -162,8 +162,15 @@ def _one_graph(item, node_attr, edge_attr, position):
         return item
     if isinstance(item, nx.Graph):
         return _from_networkx(item, node_attr, edge_attr, position)
+    if isinstance(item, bytes):
+        try:
+            item = item.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{_where(position)}: bytes that are not UTF-8 text; pass SMILES as str.") from None
     if isinstance(item, str):
         from ._chem import smiles_to_graph
+
+        item = str(item)  # np.str_ from a string array: rdkit wants a plain str
 
         try:
             record = smiles_to_graph(item)
@@ -184,7 +191,8 @@ def _one_graph(item, node_attr, edge_attr, position):
                             _to_numpy(getattr(item, "edge_attr", None)), position)
     raise TypeError(
         f"{_where(position)} is a {type(item).__name__}; expected a networkx graph, a torch_geometric "
-        "Data, a dict with 'edge_index', a SMILES string, or a 2-D numeric array of feature rows."
+        "Data, a dict with 'edge_index', a SMILES string (str or bytes), or a 2-D numeric array of "
+        "feature rows."
     )
 
 
@@ -209,11 +217,13 @@ def as_graph_list(X, *, node_attr="x", edge_attr="edge_attr"):
     Parameters
     ----------
     X : sequence of graphs
-        networkx graphs (undirected, simple; any hashable node ids),
-        torch_geometric ``Data`` objects, dicts with ``edge_index`` (2, E) and
-        optional ``num_nodes``, ``x`` (N, d) and ``edge_attr`` (E, d'), or
-        SMILES strings (needs rdkit). Edges listed in both directions (as in
-        torch_geometric) are kept once.
+        A list, tuple, 1-D array or pandas Series of networkx graphs
+        (undirected, simple; any hashable node ids), torch_geometric
+        ``Data`` objects, dicts with ``edge_index`` (2, E) and optional
+        ``num_nodes``, ``x`` (N, d) and ``edge_attr`` (E, d'), or SMILES
+        strings (``str`` or UTF-8 ``bytes``; needs rdkit), so that
+        ``df["smiles"]`` or ``np.array(smiles)`` can be passed as is. Edges
+        listed in both directions (as in torch_geometric) are kept once.
     node_attr, edge_attr : str, list of str or None
         Attribute keys read from networkx graphs (scalars or vectors,
         concatenated in the given order); ``None`` ignores attributes.
@@ -222,10 +232,11 @@ def as_graph_list(X, *, node_attr="x", edge_attr="edge_attr"):
     -------
     list of Graph
     """
-    if isinstance(X, (str, nx.Graph, dict, Graph)) or hasattr(X, "edge_index"):
+    if isinstance(X, (str, bytes, nx.Graph, dict, Graph)) or hasattr(X, "edge_index"):
         raise TypeError(
             f"X must be a sequence of graphs, got a single {type(X).__name__}; wrap it in a list."
         )
+    X = _series_values(X)
     graphs = [_one_graph(item, node_attr, edge_attr, i) for i, item in enumerate(X)]
     if not graphs:
         raise ValueError("X holds no graphs; at least one is needed.")
@@ -248,13 +259,28 @@ def as_graph_list(X, *, node_attr="x", edge_attr="edge_attr"):
 
 
 def _is_graph(item):
-    return isinstance(item, (nx.Graph, dict, str, Graph)) or hasattr(item, "edge_index")
+    return isinstance(item, (nx.Graph, dict, str, bytes, Graph)) or hasattr(item, "edge_index")
+
+
+def _series_values(X):
+    """The values of a pandas Series (``df["smiles"]``) as a 1-D array; anything else as is."""
+    if hasattr(X, "iloc") and getattr(X, "ndim", None) == 1 and hasattr(X, "to_numpy"):
+        return X.to_numpy()
+    return X
 
 
 def is_graph_collection(X):
-    """True when ``X`` is a sequence of graphs rather than a feature matrix."""
+    """True when ``X`` is a sequence of graphs rather than a feature matrix.
+
+    Lists, tuples, 1-D object arrays and pandas Series whose first item is
+    a graph, and 1-D string arrays (``str`` or ``bytes`` SMILES), are; 2-D
+    arrays (feature rows) and numeric 1-D arrays are not.
+    """
+    X = _series_values(X)
     if isinstance(X, np.ndarray):
-        return X.dtype == object and X.ndim == 1 and len(X) > 0 and _is_graph(X[0])
+        if X.ndim != 1 or len(X) == 0:
+            return False
+        return X.dtype.kind in "US" or (X.dtype == object and _is_graph(X[0]))
     if isinstance(X, (list, tuple)):
         return len(X) > 0 and _is_graph(X[0])
     return False
@@ -263,15 +289,16 @@ def is_graph_collection(X):
 def read_graphs(estimator, X, *, reset, node_attr="x", edge_attr="edge_attr"):
     """Graphs of ``X`` and whether they came from the 2-D array path.
 
-    A sequence of graphs goes through :func:`as_graph_list`; anything else
-    is validated as a finite numeric matrix by scikit-learn (which sets or
+    A sequence of graphs (see :func:`is_graph_collection`: lists, 1-D
+    arrays and pandas Series of graphs or SMILES) goes through
+    :func:`as_graph_list`; anything else is validated as a finite numeric matrix by scikit-learn (which sets or
     checks ``n_features_in_``) and read as feature rows.
     """
     from sklearn.utils.validation import validate_data
 
     # A single graph or an empty list: as_graph_list says what to pass (a
     # dict subclass may be a sparse matrix, which scikit-learn rejects).
-    single = isinstance(X, (nx.Graph, Graph, str)) or type(X) is dict or hasattr(X, "edge_index")
+    single = isinstance(X, (nx.Graph, Graph, str, bytes)) or type(X) is dict or hasattr(X, "edge_index")
     if is_graph_collection(X) or single or (isinstance(X, (list, tuple)) and not X):
         return as_graph_list(X, node_attr=node_attr, edge_attr=edge_attr), False
     if not reset and not hasattr(estimator, "n_features_in_"):
