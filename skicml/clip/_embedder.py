@@ -162,7 +162,9 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         channels)`` shape. None reads rows of ``3 * s * s`` values as
         ``s x s`` RGB images and rows of ``s * s`` values as grey ones
         (``s`` the model's image size), and any other row as a one-pixel
-        high grey strip stretched to the model's input size.
+        high grey strip stretched to the model's input size. A ``(height,
+        width)`` shape also tells a 3-D array of grey images ``(n, height,
+        width)`` whose width is 1, 3 or 4 from a single colour image.
     memory : None, str or joblib.Memory, default=None
         Cache of the embeddings, as in :class:`~sklearn.pipeline.Pipeline`:
         transforming the same inputs with the same model again (a refit of
@@ -198,7 +200,14 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     Notes
     -----
     Image inputs are PIL images, file paths, or arrays of shape ``(n, H, W,
-    3)`` (or a list of ``(H, W)``, ``(H, W, 3)`` or ``(H, W, 4)`` arrays).
+    C)`` with ``C`` in 1, 3 or 4 (or a list of ``(H, W)``, ``(H, W, 3)`` or
+    ``(H, W, 4)`` arrays). The number of dimensions of an array decides what
+    it holds: a 2-D array is rows of flattened images (see ``image_shape``),
+    a 3-D numeric array is ``(n, H, W)`` grey images, the same as ``X[...,
+    None]``, and a 4-D one is ``(n, H, W, C)``. A 3-D array whose last axis
+    has 1, 3 or 4 entries could be a single ``(H, W, C)`` image, so it is
+    refused with an error saying what to pass, unless ``image_shape`` is
+    its ``(H, W)``.
     PIL images, paths and integer arrays (0-255) go through open_clip's own
     preprocessing, exactly. Float arrays are read as intensities in [0, 1]
     and preprocessed in torch (same resize mode, bicubic with antialiasing,
@@ -502,8 +511,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         ----------
         X : images, captions or 2-D array
             ``modality="image"``: a list of PIL images, file paths or arrays,
-            an array of shape ``(n, H, W, 3)``, or a 2-D array of flattened
-            images (see ``image_shape``). ``modality="text"``: a list, 1-D
+            an array of shape ``(n, H, W, C)`` or ``(n, H, W)`` (grey), or a
+            2-D array of flattened images (see ``image_shape``). ``modality="text"``: a list, 1-D
             array or Series of strings.
 
         Returns
@@ -526,7 +535,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         if self.modality == "text":
             check_captions(X)
         else:
-            check_images(X)
+            check_images(X, self.image_shape)
 
     def _canonical(self, X):
         """``(kind, data)`` with data in a form that is cheap to hash."""
@@ -535,7 +544,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         if image_input_kind(X) == "embedding":  # 2-D rows of flattened images (validate_data rejects the rest)
             X = validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=True)
             return "flat", np.ascontiguousarray(X)
-        items = check_images(X)
+        items = check_images(X, self.image_shape)
         if isinstance(items, np.ndarray):
             return "array", items
         canon = []

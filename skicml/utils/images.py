@@ -10,7 +10,8 @@ vision tower. PIL is imported only by the functions that need it.
 Canonical forms:
 
 - a batch of images is an ``(n, H, W, C)`` array with ``C`` in 1, 3 or 4,
-  integers in 0..255 or floats (intensities in [0, 1]);
+  integers in 0..255 or floats (intensities in [0, 1]); an ``(n, H, W)``
+  array of grey images becomes ``(n, H, W, 1)``;
 - a list of images holds PIL images, paths (``str``) and ``(H, W)`` or
   ``(H, W, C)`` arrays, in input order;
 - captions are a list of ``str``.
@@ -50,9 +51,11 @@ def image_input_kind(X):
         ``"strings"`` for captions or image paths (a list, tuple or 1-D
         array of ``str`` or path-like), ``"image"`` for a batch of images (a
         list of PIL images or of arrays with at least two dimensions, or a
-        4-D numeric array or tensor), and ``"embedding"`` for anything else,
-        which is left to scikit-learn's validation (2-D rows, sparse
-        matrices, data frames, an empty list).
+        3-D or 4-D numeric array or tensor: ``(n, H, W)`` grey images or
+        ``(n, H, W, C)``), and ``"embedding"`` for anything else, which is
+        left to scikit-learn's validation (2-D rows, sparse matrices, data
+        frames, an empty list). A 2-D array is always rows (flattened
+        images or embeddings), never one image: pass a list to give one.
 
     Raises
     ------
@@ -67,6 +70,8 @@ def image_input_kind(X):
     'image'
     >>> image_input_kind(["a red circle", "a blue square"])
     'strings'
+    >>> image_input_kind(np.zeros((2, 32, 32), dtype=np.uint8))
+    'image'
     >>> image_input_kind(np.zeros((2, 8)))
     'embedding'
     """
@@ -86,7 +91,7 @@ def image_input_kind(X):
             return "image"
         return "embedding"
     if isinstance(X, torch.Tensor):
-        return "image" if X.dim() == 4 else "embedding"
+        return "image" if X.dim() in (3, 4) else "embedding"
     if sparse.issparse(X):
         return "embedding"
     if hasattr(X, "iloc"):
@@ -99,7 +104,7 @@ def image_input_kind(X):
     if array.ndim == 1 and array.size and array.dtype.kind in "USO" and all(
             isinstance(v, (str, os.PathLike)) for v in array):
         return "strings"
-    if array.ndim == 4 and array.dtype.kind in "biuf":
+    if array.ndim in (3, 4) and array.dtype.kind in "biuf":
         return "image"
     return "embedding"
 
@@ -143,15 +148,21 @@ def check_captions(X):
     return texts
 
 
-def check_images(X):
+def check_images(X, image_shape=None):
     """Images in one of the two canonical forms, checked.
 
     Parameters
     ----------
     X : array-like, tensor or sequence
         A batch of shape ``(n, H, W, C)`` (array or tensor) with 1, 3 or 4
-        channels, or a sequence of PIL images, paths of existing files and
-        ``(H, W)`` / ``(H, W, C)`` arrays.
+        channels, a batch of grey images of shape ``(n, H, W)`` (returned
+        as ``(n, H, W, 1)``), or a sequence of PIL images, paths of existing
+        files and ``(H, W)`` / ``(H, W, C)`` arrays.
+    image_shape : tuple of int or None, default=None
+        The ``(height, width)`` the caller expects, if any. A 3-D batch
+        whose last axis has 1, 3 or 4 entries could also be one ``(H, W,
+        C)`` image, so it is refused unless its ``(H, W)`` equal
+        ``image_shape``.
 
     Returns
     -------
@@ -176,10 +187,22 @@ def check_images(X):
     if hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 1:
         X = X.to_numpy()
     if isinstance(X, np.ndarray) and X.dtype.kind not in "USO":
+        if X.ndim == 3 and X.dtype.kind in "biuf":
+            expected = None if image_shape is None else tuple(int(v) for v in image_shape)
+            if expected is not None and len(expected) == 3 and expected[-1] == 1:
+                expected = expected[:2]
+            if X.shape[-1] in (1, 3, 4) and X.shape[1:] != expected:
+                raise ValueError(
+                    f"a 3-D array of shape {X.shape} is read as grey images (n_images, height, width), "
+                    f"but its last axis ({X.shape[-1]}) looks like the channels of a single image. Pass "
+                    "one image as X[None] or [X], or grey images as X[..., None]."
+                )
+            X = X[..., None]
         if X.ndim != 4 or X.shape[-1] not in (1, 3, 4):
             raise ValueError(
                 f"images as an array must have 4 dimensions (n_images, height, width, channels) with "
-                f"1, 3 or 4 channels; got shape {X.shape}. A 2-D array is read as flattened images."
+                f"1, 3 or 4 channels, or 3 (n_images, height, width) for grey images; got shape "
+                f"{X.shape}. A 2-D array is read as flattened images."
             )
         if X.shape[0] == 0:
             raise ValueError("Found 0 images (0 samples); at least one is required.")

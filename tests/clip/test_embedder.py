@@ -16,7 +16,7 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
 from skicml import _weights  # noqa: E402
-from skicml.clip import CLIPEmbedder, WhiteningLikelihood  # noqa: E402
+from skicml.clip import CLIPEmbedder, WhitenedCLIPScorer, WhiteningLikelihood  # noqa: E402
 from skicml.clip import _embedder  # noqa: E402
 from skicml.clip._model import build_clip  # noqa: E402
 from skicml.datasets import make_shape_scenes  # noqa: E402
@@ -140,10 +140,33 @@ def test_text_inputs_and_tokenizer():
         model.transform([])
 
 
+def test_grey_batch_arrays_read_as_trailing_channel():
+    rng = np.random.default_rng(0)
+    grey = rng.integers(0, 256, size=(3, 32, 32), dtype=np.uint8)
+    model = embedder().fit(grey)
+    assert not hasattr(model, "n_features_in_")  # images, not the 2-D rows path
+    for X in (grey, grey / 255.0, (grey / 255.0).astype(np.float32)):
+        expected = model.transform(X[..., None])
+        np.testing.assert_array_equal(model.transform(X), expected)
+        np.testing.assert_array_equal(model.transform(torch.from_numpy(np.ascontiguousarray(X))), expected)
+    np.testing.assert_allclose(model.transform(grey), model.transform(list(grey)), rtol=1e-5, atol=1e-6)
+    # the whitened scorer routes the same array to its embedder
+    scorer = WhitenedCLIPScorer(embedder=embedder()).fit(rng.integers(0, 256, size=(12, 32, 32), dtype=np.uint8))
+    np.testing.assert_allclose(scorer.score_samples(grey), scorer.score_samples(grey[..., None]), rtol=1e-6)
+    # a last axis of 1, 3 or 4 could be one (H, W, C) image: refused, unless image_shape says (H, W)
+    strips = rng.integers(0, 256, size=(2, 32, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"single image.*X\[\.\.\., None\]"):
+        model.transform(strips)
+    with pytest.raises(ValueError, match="single image"):
+        embedder().fit(np.zeros((32, 32, 3), dtype=np.uint8))
+    shaped = embedder(image_shape=(32, 3)).fit()
+    np.testing.assert_array_equal(shaped.transform(strips), shaped.transform(strips[..., None]))
+
+
 def test_bad_image_inputs():
     model = embedder().fit()
     with pytest.raises(ValueError, match="dim"):
-        model.transform(np.zeros((2, 32, 32)))
+        model.transform(np.zeros((2, 2, 32, 32, 3)))
     with pytest.raises(ValueError, match="0..255"):
         model.transform(np.full((1, 32, 32, 3), 300, dtype=np.int64))
     with pytest.raises(ValueError, match="NaN"):

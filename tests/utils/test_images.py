@@ -22,6 +22,10 @@ CFG = {"size": (8, 8), "mean": (0.5, 0.25, 0.0), "std": (0.5, 0.25, 1.0)}
 def test_kinds_of_input():
     assert image_input_kind(torch.zeros(2, 8, 8, 3)) == "image"
     assert image_input_kind([np.zeros((8, 8))]) == "image"
+    assert image_input_kind(np.zeros((2, 8, 8), dtype=np.uint8)) == "image"
+    assert image_input_kind(torch.zeros(2, 8, 8)) == "image"
+    assert image_input_kind(np.zeros((2, 8))) == "embedding"
+    assert image_input_kind(np.full((2, 8, 8), "a")) == "embedding"
     assert image_input_kind(np.array(["a.png", "b.png"])) == "strings"
     assert image_input_kind([]) == "embedding"
     with pytest.raises(ValueError, match="single string"):
@@ -36,6 +40,12 @@ def test_checks_name_what_is_wrong(tmp_path):
         check_images(np.zeros((2, 8, 8, 2)))
     with pytest.raises(ValueError, match="0..255"):
         check_images(np.full((1, 4, 4, 3), 300))
+    grey = np.arange(2 * 4 * 5, dtype=np.uint8).reshape(2, 4, 5)
+    np.testing.assert_array_equal(check_images(grey), grey[..., None])
+    with pytest.raises(ValueError, match="single image"):
+        check_images(np.zeros((4, 4, 3), dtype=np.uint8))
+    assert check_images(np.zeros((2, 4, 3)), image_shape=(4, 3)).shape == (2, 4, 3, 1)
+    assert check_images(np.zeros((2, 4, 1)), image_shape=(4, 1, 1)).shape == (2, 4, 1, 1)
     with pytest.raises(ValueError, match="NaN"):
         check_images([np.full((4, 4), np.nan)])
     with pytest.raises(FileNotFoundError, match="does not exist"):
