@@ -7,6 +7,7 @@ embeddings (2-D float arrays) skip the encoder entirely, so that path needs
 neither open_clip nor a model.
 """
 
+import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -205,10 +206,14 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
             return X
         embedder = getattr(self, "embedder_", None)
         if embedder is None:
+            # Name the array's shape: a 3-D float array is as likely a mistake
+            # with embeddings as a batch of grey images.
+            what = (f"images (X is a {np.ndim(X)}-D array of shape {np.shape(X)}, read as a batch of images)"
+                    if kind == "image" and hasattr(X, "shape") else "images" if kind == "image" else "strings")
             raise ValueError(
-                "this scorer was fitted on precomputed embeddings without an encoder, so it cannot "
-                f"read {'images' if kind == 'image' else 'strings'}: pass embeddings of the same "
-                "encoder, or fit with embedder=CLIPEmbedder(...) (or on the raw inputs)."
+                "this scorer was fitted on precomputed embeddings (2-D arrays) without an encoder, so it "
+                f"cannot read {what}: pass embeddings of the same encoder, or fit with "
+                "embedder=CLIPEmbedder(...) (or on the raw inputs)."
             )
         if kind == "image" and embedder.modality == "text":
             raise ValueError(
