@@ -171,7 +171,6 @@ def _one_graph(item, node_attr, edge_attr, position):
         from ._chem import smiles_to_graph
 
         item = str(item)  # np.str_ from a string array: rdkit wants a plain str
-
         try:
             record = smiles_to_graph(item)
         except ValueError as error:
@@ -291,8 +290,9 @@ def read_graphs(estimator, X, *, reset, node_attr="x", edge_attr="edge_attr"):
 
     A sequence of graphs (see :func:`is_graph_collection`: lists, 1-D
     arrays and pandas Series of graphs or SMILES) goes through
-    :func:`as_graph_list`; anything else is validated as a finite numeric matrix by scikit-learn (which sets or
-    checks ``n_features_in_``) and read as feature rows.
+    :func:`as_graph_list`; anything else is validated as a finite numeric
+    matrix by scikit-learn (which sets or checks ``n_features_in_``) and read
+    as feature rows.
     """
     from sklearn.utils.validation import validate_data
 
