@@ -3,14 +3,37 @@
 Flagship estimators are re-exported here (``from skicml import
 TabICLClassifier``); every estimator is listed by
 :func:`skicml.utils.all_estimators`.
+
+Families load on first use, as scikit-learn's subpackages do: ``import
+skicml`` imports none of them (not even torch), and ``from skicml import
+TabICLClassifier`` imports TabICL alone, so a user of one method never pays
+for the others' dependencies.
 """
+
+import importlib
 
 __version__ = "0.1.0.dev0"
 
-from .clip import WhitenedCLIPScorer  # noqa: E402
-from .graph import GraphGPTClassifier, GraphGPTRegressor  # noqa: E402
-from .tabicl import TabICLClassifier  # noqa: E402
-from .wearable import WearableEncoder  # noqa: E402
+# Public name -> the subpackage that defines it.
+_FLAGSHIPS = {
+    "GraphGPTClassifier": "graph",
+    "GraphGPTRegressor": "graph",
+    "TabICLClassifier": "tabicl",
+    "WearableEncoder": "wearable",
+    "WhitenedCLIPScorer": "clip",
+}
+_SUBPACKAGES = ["clip", "datasets", "graph", "nn", "ops", "tabicl", "utils", "wearable"]
 
-__all__ = ["GraphGPTClassifier", "GraphGPTRegressor", "TabICLClassifier", "WearableEncoder", "WhitenedCLIPScorer",
-           "__version__"]
+__all__ = [*sorted(_FLAGSHIPS), "__version__"]
+
+
+def __getattr__(name):
+    if name in _FLAGSHIPS:
+        return getattr(importlib.import_module(f".{_FLAGSHIPS[name]}", __name__), name)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_FLAGSHIPS, *_SUBPACKAGES})

@@ -82,6 +82,31 @@ class ShippedWeights:
 
 
 _REGISTRY: dict = {}
+_ALL_FAMILIES_IMPORTED = False
+# Packages of shared machinery, which register no weights.
+_NOT_FAMILIES = {"datasets", "nn", "ops", "utils"}
+
+
+def _registry(name=None):
+    """The registry, complete enough to answer for ``name``.
+
+    Families register their files when imported, and ``import skicml``
+    imports none of them; a name not registered yet (or a question about
+    all of them) imports every family once, so no lookup depends on what
+    the caller happened to import first.
+    """
+    global _ALL_FAMILIES_IMPORTED
+    if (name is None or name not in _REGISTRY) and not _ALL_FAMILIES_IMPORTED:
+        import importlib
+        import pkgutil
+
+        import skicml
+
+        _ALL_FAMILIES_IMPORTED = True
+        for info in pkgutil.iter_modules(skicml.__path__):
+            if info.ispkg and not info.name.startswith("_") and info.name not in _NOT_FAMILIES:
+                importlib.import_module(f"skicml.{info.name}")
+    return _REGISTRY
 
 
 def register_weights(name, package, filename, sha256, description="", benchmark=""):
@@ -128,7 +153,7 @@ def recipe_command(recipe_name, argv):
 
 def available_weights():
     """All registered shipped models, by name."""
-    return dict(sorted(_REGISTRY.items()))
+    return dict(sorted(_registry().items()))
 
 
 def _sha256(path):
@@ -155,7 +180,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _shipped_names():
-    return ", ".join(sorted(_REGISTRY)) or "none yet"
+    return ", ".join(sorted(_registry())) or "none yet"
 
 
 def check_local(value, param="pretrained", *, download_tag=None, instead=None):
@@ -188,7 +213,7 @@ def check_local(value, param="pretrained", *, download_tag=None, instead=None):
     if not isinstance(value, (str, os.PathLike)):
         return
     key = os.fspath(value)
-    if not isinstance(key, str) or key in _REGISTRY or os.path.exists(key):
+    if not isinstance(key, str) or os.path.exists(key) or key in _registry(key):
         return
     if instead is None:
         instead = f"its local path, or one of the shipped models ({_shipped_names()})"
@@ -268,7 +293,8 @@ def _read_shipped(entry, path):
 def _payload(name_or_path):
     """The cached payload of a shipped name or a local file; read-only."""
     key = os.fspath(name_or_path)
-    if key in _REGISTRY:
+    # A file on disk never makes every family import just to be ruled out.
+    if key in _REGISTRY or (not os.path.isfile(key) and key in _registry(key)):
         entry = _REGISTRY[key]
         with resources.as_file(entry.path()) as path:
             if not path.is_file():

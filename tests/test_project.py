@@ -124,3 +124,47 @@ def test_readme_table_says_which_estimators_exist():
             assert names <= installed, row
         else:
             assert not names & installed, row
+
+
+def _modules_after(statement):
+    """The top-level modules and skicml families a fresh interpreter holds after ``statement``."""
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_import_skicml_loads_no_family():
+    # Issue 28 (item 10): importing the package paid 4.6 s for every family,
+    # scipy.stats and pandas included, before a user had asked for any.
+    loaded = _modules_after("import skicml")
+    assert not {"torch", "sklearn", "pandas", "scipy"} & loaded
+    assert not [m for m in loaded if m.startswith("skicml.")]
+
+
+@pytest.mark.parametrize("name, family", [
+    ("TabICLClassifier", "tabicl"), ("WearableEncoder", "wearable"),
+    ("GraphGPTRegressor", "graph"), ("WhitenedCLIPScorer", "clip"),
+])
+def test_importing_a_flagship_loads_only_its_family(name, family):
+    loaded = _modules_after(f"from skicml import {name}")
+    families = {m.split(".")[1] for m in loaded if m.startswith("skicml.")} - {"_weights", "base", "utils", "nn", "ops",
+                                                                               "datasets"}
+    assert families == {family}
+
+
+def test_lazy_names_resolve_like_attributes():
+    import skicml
+    from skicml.tabicl import TabICLClassifier
+
+    assert skicml.TabICLClassifier is TabICLClassifier
+    assert skicml.tabicl.TabICLClassifier is TabICLClassifier
+    assert set(skicml.__all__) <= set(dir(skicml))
+    with pytest.raises(AttributeError, match="no attribute 'NotAnEstimator'"):
+        skicml.NotAnEstimator  # noqa: B018
+
+
+def test_a_shipped_name_loads_before_its_family_is_imported():
+    # The registry fills as families import; a lookup by name must not depend on it.
+    code = ("from skicml._weights import load_weights\n"
+            "print(sorted(load_weights('wearable-core-small')['config'])[:1])")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
