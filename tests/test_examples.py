@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -10,6 +11,19 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").rglob("plot_*.py"))
+
+
+def _mae(stdout, name):
+    return float(re.search(rf"^{re.escape(name)}\s+MAE ([0-9.]+) eV", stdout, re.M).group(1))
+
+
+def _finetuning_beats_the_probe(stdout):
+    # Issue 28 (item 14): three epochs of fine-tuning lost to the frozen backbone's ridge probe.
+    assert _mae(stdout, "fine-tuned GraphGPT") < _mae(stdout, "frozen backbone + ridge") < _mae(stdout, "constant (median)")
+
+
+# What an example shows, checked on its printed output.
+OUTPUT_CHECKS = {"plot_molecule_regression": _finetuning_beats_the_probe}
 
 
 def test_examples_exist():
@@ -28,3 +42,5 @@ def test_example_runs(script, tmp_path):
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr[-3000:]
     assert elapsed < 60, f"{script.name} took {elapsed:.0f} s; examples must run in under 60 s"
+    if script.stem in OUTPUT_CHECKS:
+        OUTPUT_CHECKS[script.stem](result.stdout)

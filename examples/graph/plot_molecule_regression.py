@@ -16,8 +16,8 @@ benchmark, on smaller molecules), in two ways:
   :class:`~sklearn.model_selection.GridSearchCV`;
 - fine-tuned end to end with :class:`~skicml.graph.GraphGPTRegressor`.
 
-A few hundred molecules and three epochs keep the example under a minute on
-two CPU cores; the paper fine-tunes on over three million molecules for 32
+A few hundred molecules and twenty short epochs keep the example under a
+minute on two CPU cores; the paper fine-tunes on over three million molecules for 32
 epochs. QM9 is read from the ``qm9pack`` wheel (``pip install
 skicml[chem]``); nothing is downloaded.
 """
@@ -82,11 +82,15 @@ results["frozen backbone + ridge"] = search.predict(smiles_test)
 # -----------
 # :class:`~skicml.graph.GraphGPTRegressor` puts a linear head on the
 # ``<eos>`` row of the pretrained backbone and trains both with the L1 loss
-# of the paper, on standardized targets. ``n_views=1`` draws one walk per
-# molecule, used in every epoch; more views give each epoch a different walk
-# and average the predictions over all of them, at a proportional cost.
-finetuned = GraphGPTRegressor(pretrained="graphgpt-qm9-small", max_epochs=3, lr=3e-4, batch_size=32,
-                              n_views=1, random_state=0)
+# of the paper, on standardized targets, after a linear warm-up of the
+# learning rate and down a cosine. ``n_views=4`` draws four walks per
+# molecule: each epoch trains on one of them at random, and the predictions
+# average over all four. Fine-tuning needs enough steps to move the backbone
+# at all: with 200 molecules, batches of 32 and 20 epochs it takes 140 steps
+# (a few seconds); with three epochs (21 steps) it lost to the frozen probe
+# above (0.63 against 0.55 eV), with twenty it wins clearly.
+finetuned = GraphGPTRegressor(pretrained="graphgpt-qm9-small", max_epochs=20, lr=3e-4, batch_size=32,
+                              n_views=4, random_state=0)
 finetuned.fit(smiles_train, gap_train)
 print("training loss per epoch:", np.round(finetuned.history_["train_loss"], 3))
 results["fine-tuned GraphGPT"] = finetuned.predict(smiles_test)
