@@ -53,7 +53,8 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
         ``CLIPEmbedder()``, the tiny CLIP shipped with skicml, and only when
         raw inputs are given. Pass ``CLIPEmbedder(model_name=...,
         pretrained=<file>, memory=...)`` for a real CLIP and cached
-        embeddings.
+        embeddings, and ``CLIPEmbedder(verbose=1)`` to see the encoding's
+        progress.
     modality : {"image", "text"} or None, default=None
         How a list of strings is read: captions (``"text"``) or image paths
         (``"image"``); None reads them as captions. It overrides the

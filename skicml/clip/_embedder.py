@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, check_memory, validate_data
 
 from .. import _weights
-from ..base import TorchEstimatorMixin, seed_from_random_state, seeded
+from ..base import TorchEstimatorMixin, progress, seed_from_random_state, seeded
 from ..utils.param_validation import HasMethods, Integral, Interval, StrOptions, fit_context, shared_constraints
 from ..utils.images import (
     check_captions,
@@ -37,6 +37,8 @@ __all__ = ["CLIPEmbedder", "DEFAULT_CLIP"]
 
 #: Registry name of the shipped tiny CLIP, loaded when no model is named.
 DEFAULT_CLIP = "tiny-clip-shapes"
+# What ``pretrained`` says to ask for random weights of a named architecture.
+_RANDOM = "random"
 
 _PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 _MODALITIES = ("image", "text")
@@ -135,10 +137,15 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         or the path of a checkpoint on this machine: a skicml weights file
         (which carries its architecture), an open_clip/OpenAI state dict
         (``.pt``, ``.pth``, ``.bin``, ``.safetensors``, for ``model_name``
-        or ``model_config``), or an OpenAI TorchScript archive. None gives
-        random weights when ``model_name`` or ``model_config`` is set (for
-        tests), and the shipped tiny CLIP otherwise. open_clip download tags
-        such as ``"openai"`` raise :class:`FileNotFoundError`.
+        or ``model_config``), or an OpenAI TorchScript archive; or
+        ``"random"`` for random weights of ``model_name`` or
+        ``model_config`` (for tests and controls). None loads the shipped
+        tiny CLIP when neither ``model_name`` nor ``model_config`` is set,
+        gives random weights to a ``model_config`` (a custom architecture
+        has no published weights), and is refused with a ``model_name``:
+        random weights of a named architecture would give meaningless
+        embeddings, so they are built only when asked for. open_clip
+        download tags such as ``"openai"`` raise :class:`FileNotFoundError`.
     model_config : dict or None, default=None
         A custom architecture, ``{"embed_dim", "vision_cfg", "text_cfg"}``
         as in open_clip's ``model_configs/*.json``.
@@ -172,7 +179,11 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         the model's weight fingerprint, the settings and the inputs (file
         paths by path, modification time and size).
     random_state : int, RandomState instance or None, default=None
-        Seeds the random weights when ``pretrained`` is None.
+        Seeds the random weights (``pretrained="random"``, or None with
+        ``model_config``).
+    verbose : int, default=0
+        Show a progress bar of the batches of :meth:`transform` on stderr
+        when positive (kept once done when above 1).
 
     Attributes
     ----------
@@ -210,8 +221,9 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     its ``(H, W)``.
     PIL images, paths and integer arrays (0-255) go through open_clip's own
     preprocessing, exactly. Float arrays are read as intensities in [0, 1]
-    and preprocessed in torch (same resize mode, bicubic with antialiasing,
-    same normalisation), which matches open_clip exactly when the images
+    (values outside it, NaN or infinity are refused: divide 0-255 floats by
+    255, or pass them as uint8) and preprocessed in torch (same resize mode,
+    bicubic with antialiasing, same normalisation), which matches open_clip exactly when the images
     already have the model's size and up to interpolation otherwise. Alpha
     channels are dropped, grey images are repeated to three channels.
 
@@ -245,12 +257,12 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         "image_shape": ["array-like", None],
         # What sklearn.utils.validation.check_memory accepts.
         "memory": [None, str, HasMethods(["cache"])],
-        **shared_constraints("pretrained", "device", "random_state"),
+        **shared_constraints("pretrained", "device", "random_state", "verbose"),
     }
 
     def __init__(self, model_name=None, pretrained=None, model_config=None, modality="image", normalize=False,
                  batch_size=64, device="auto", precision="fp32", quick_gelu=None, image_shape=None, memory=None,
-                 random_state=None):
+                 random_state=None, verbose=0):
         self.model_name = model_name
         self.pretrained = pretrained
         self.model_config = model_config
@@ -263,6 +275,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         self.image_shape = image_shape
         self.memory = memory
         self.random_state = random_state
+        self.verbose = verbose
 
     # ------------------------------------------------------------------
     # parameters and model loading
@@ -301,11 +314,25 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             return ("local-dir", name, stamp, self.quick_gelu), None
         if pretrained is None and name is None and config is None:
             pretrained = DEFAULT_CLIP
-        if pretrained is None:
+        random = isinstance(pretrained, str) and pretrained == _RANDOM
+        if random and name is None and config is None:
+            raise ValueError(
+                f"pretrained={_RANDOM!r} needs an architecture: pass model_name (an open_clip "
+                "architecture such as 'ViT-B-32') or model_config."
+            )
+        if pretrained is None and name is not None:
+            self._check_builtin(name)
+            raise ValueError(
+                f"model_name={name!r} names an architecture but no weights, and random weights would give "
+                "meaningless embeddings. Pass pretrained=<path of a checkpoint on this machine> (skicml "
+                f"never downloads), e.g. CLIPEmbedder(model_name={name!r}, "
+                f"pretrained='/data/{name}.safetensors'), or pretrained={_RANDOM!r} to ask for random weights."
+            )
+        if pretrained is None or random:
             return ("random", name, config_key, self.quick_gelu, seed), None
         key = os.fspath(pretrained)
-        if key in _weights.available_weights():
-            entry = _weights.available_weights()[key]
+        entry = _weights.shipped_weights(key)
+        if entry is not None:
             return ("shipped", key, entry.sha256, name, config_key, self.quick_gelu), None
         if os.path.isfile(key):
             return ("file", _file_key(key), name, config_key, self.quick_gelu), key
@@ -325,7 +352,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         raise FileNotFoundError(
             f"pretrained={key!r} is neither a file on this machine nor a shipped model ({names}). "
             "skicml never downloads weights: pass the path of a checkpoint (.pt, .pth, .bin, "
-            ".safetensors or an OpenAI TorchScript archive), or None for random weights."
+            f".safetensors or an OpenAI TorchScript archive), or {_RANDOM!r} for random weights."
         )
 
     def _load(self, seed):
@@ -567,6 +594,9 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             batches = self._image_batches(kind, data)
             encode = model.encode_image
         chunks = []
+        n_batches = -(-len(data) // self.batch_size)
+        batches = progress(batches, verbose=self.verbose, total=n_batches, desc=type(self).__name__,
+                           unit="batch")
         with torch.inference_mode():
             for batch in batches:
                 batch = batch.to(self._device())

@@ -173,8 +173,9 @@ def check_images(X, image_shape=None):
     Raises
     ------
     ValueError
-        If a batch has the wrong shape, an item is not an image, or there
-        are no images.
+        If a batch has the wrong shape, an item is not an image, there are
+        no images, or pixel values are out of range (integers outside
+        0..255, floats outside [0, 1] or not finite).
     FileNotFoundError
         If a path names no file.
     """
@@ -240,24 +241,64 @@ def check_images(X, image_shape=None):
 
 
 def check_pixel_values(array):
-    """Check that integer pixels lie in 0..255 and float pixels are finite.
+    """Check that integer pixels lie in 0..255 and float pixels in [0, 1].
+
+    Float images are intensities: a float image of 0-255 values (or of
+    values already normalised with a mean and a standard deviation) would
+    otherwise be read as far too bright, or clipped, without a word.
 
     Parameters
     ----------
     array : ndarray
-        One image or a batch, of any shape.
+        One image or a batch, of any shape. Booleans are intensities 0 and 1.
 
     Raises
     ------
     ValueError
-        If an integer value is outside 0..255, or a float value is NaN or
-        infinite.
+        If an integer value is outside 0..255, or a float value is NaN,
+        infinite or outside [0, 1]; the message gives the range found and
+        what to pass instead.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skicml.utils.images import check_pixel_values
+    >>> check_pixel_values(np.full((2, 4, 4, 3), 255, dtype=np.uint8))
+    >>> check_pixel_values(np.full((2, 4, 4, 3), 255.0))
+    Traceback (most recent call last):
+    ...
+    ValueError: images must be uint8 (0..255) or floats in [0, 1]; these are floats from 255 to 255 ...
     """
+    if not array.size or array.dtype.kind == "b":
+        return
     if np.issubdtype(array.dtype, np.integer):
-        if array.size and (array.min() < 0 or array.max() > 255):
-            raise ValueError("integer images must hold 0..255 pixel values (uint8).")
-    elif not np.isfinite(array).all():
-        raise ValueError("images contain NaN or infinity.")
+        low, high = array.min(), array.max()
+        if low < 0 or high > 255:
+            raise ValueError(
+                f"integer images must hold 0..255 pixel values (uint8); got values from {low} to {high}."
+            )
+        return
+    finite = np.isfinite(array)
+    if not finite.all():
+        bad = int(array.size - np.count_nonzero(finite))
+        raise ValueError(
+            f"images contain NaN or infinity ({bad} value{'s' if bad > 1 else ''} of {array.size}); pass "
+            "uint8 images (0..255) or finite floats in [0, 1]."
+        )
+    low, high = float(array.min()), float(array.max())
+    if low < 0 or high > 1:
+        if low >= 0 and high <= 255:
+            looks = " (0-255 pixel values, it seems)"
+        elif low < 0:
+            looks = (" (negative values: already normalised with a mean and std? pass the raw pixels, "
+                     "normalisation is done for you)")
+        else:
+            looks = ""
+        raise ValueError(
+            f"images must be uint8 (0..255) or floats in [0, 1]; these are floats from {low:.4g} to "
+            f"{high:.4g}{looks}. For 0-255 pixel values, divide by 255 (or pass them as uint8); clip or "
+            "rescale other values to [0, 1]."
+        )
 
 
 def images_from_rows(X, size, image_shape=None, dtype=np.float32):
@@ -315,21 +356,31 @@ def images_from_rows(X, size, image_shape=None, dtype=np.float32):
 
 
 def pil_from_array(array):
-    """A PIL image of an integer image array, alpha dropped.
+    """A PIL image of an image array, alpha dropped.
 
     Parameters
     ----------
     array : array-like of shape (H, W) or (H, W, C)
-        Pixel values in 0..255; ``C`` is 1, 3 or 4.
+        Integer pixel values in 0..255, or float intensities in [0, 1]
+        (rounded to the nearest of 256 levels); ``C`` is 1, 3 or 4.
 
     Returns
     -------
     PIL.Image.Image
         Grey (mode ``"L"``) for one channel, RGB otherwise.
+
+    Raises
+    ------
+    ValueError
+        If the values are outside those ranges (see :func:`check_pixel_values`).
     """
     from PIL import Image
 
-    array = np.asarray(array).astype(np.uint8, copy=False)
+    array = np.asarray(array)
+    check_pixel_values(array)
+    if array.dtype.kind in "fb":
+        array = np.rint(array * 255.0)
+    array = array.astype(np.uint8, copy=False)
     if array.ndim == 3 and array.shape[-1] == 1:
         array = array[..., 0]
     if array.ndim == 3 and array.shape[-1] == 4:
@@ -371,8 +422,11 @@ def preprocess_images(images, cfg, squash=False):
     Parameters
     ----------
     images : array-like of shape (n, H, W) or (n, H, W, C)
-        Intensities in [0, 1]; grey and alpha images are made RGB first
-        (:func:`as_rgb`).
+        Float intensities in [0, 1], or integer pixel values in 0..255
+        (divided by 255); grey and alpha images are made RGB first
+        (:func:`as_rgb`). The values are not checked here (the 2-D rows
+        path of an estimator feeds any floats through): check images from
+        users with :func:`check_images` first.
     cfg : dict
         open_clip's preprocessing settings: ``size`` as ``(height, width)``,
         ``mean`` and ``std`` (three values each), and optionally
@@ -404,7 +458,7 @@ def preprocess_images(images, cfg, squash=False):
     images = as_rgb(images)
     x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
     if not x.is_floating_point():
-        x = x.float()
+        x = x.float() if x.dtype == torch.bool else x.float() / 255.0
     th, tw = cfg["size"]
     h, w = x.shape[-2:]
     mode = "bilinear" if cfg.get("interpolation") == "bilinear" else "bicubic"

@@ -378,3 +378,55 @@ def test_import_error_names_the_extra(monkeypatch):
 
     with pytest.raises(ImportError, match=r"skicml\[clip\].*torch==2.14.1 torchvision==0.29.1"):
         import_open_clip()
+
+
+def test_float_images_outside_the_unit_range_are_refused_not_misread(scenes):
+    images, _ = scenes
+    model = embedder().fit()
+    scorer = WhitenedCLIPScorer(embedder=embedder()).fit(images)
+    for bad in (images.astype(np.float32), images / 127.5 - 1.0, np.full((2, 32, 32, 3), 1e30),
+                list(images[:2].astype(np.float64))):
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\].*divide by 255"):
+            model.transform(bad)
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            embedder().fit(bad)
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            scorer.score_samples(bad)
+    # the same pictures on the [0, 1] scale still give the uint8 embeddings
+    np.testing.assert_allclose(model.transform(images / 255.0), model.transform(images), rtol=1e-5, atol=1e-6)
+
+
+def test_named_architecture_without_weights_is_refused(monkeypatch):
+    with pytest.raises(ValueError, match=r"(?s)model_name='ViT-B-32'.*pretrained=.*random"):
+        CLIPEmbedder(model_name="ViT-B-32").fit()
+    with pytest.raises(ValueError, match="not an open_clip architecture"):
+        CLIPEmbedder(model_name="ViT-B-99").fit()
+    with pytest.raises(ValueError, match="random' needs an architecture: pass model_name"):
+        CLIPEmbedder(pretrained="random").fit()
+    # asked for explicitly, the named architecture is built with random weights
+    built = []
+
+    def create_model(name, pretrained=None, **kwargs):
+        built.append((name, pretrained))
+        return build_clip(CONFIG)
+
+    monkeypatch.setattr(open_clip, "create_model", create_model)
+    model = CLIPEmbedder(model_name="ViT-B-32", pretrained="random", random_state=0, device="cpu").fit()
+    assert built == [("ViT-B-32", None)] and model.model_info_["weights"].startswith("random")
+    # a custom architecture takes "random" too, the same weights as None
+    explicit = embedder(pretrained="random").fit()
+    assert explicit.model_fingerprint_ == embedder().fit().model_fingerprint_
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+def test_verbose_shows_the_embedding_batches(scenes, capsys, modality):
+    images, captions = scenes
+    X = images if modality == "image" else captions
+    quiet = embedder(modality=modality, batch_size=5).fit()
+    capsys.readouterr()
+    quiet.transform(X)
+    assert capsys.readouterr().err == ""
+    loud = embedder(modality=modality, batch_size=5, verbose=1).fit()
+    np.testing.assert_array_equal(loud.transform(X), quiet.transform(X))
+    err = capsys.readouterr().err
+    assert "CLIPEmbedder" in err and "/3" in err  # 12 inputs in batches of 5

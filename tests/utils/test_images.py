@@ -90,3 +90,50 @@ def test_preprocessing_gives_the_target_size_whatever_the_aspect(resize_mode):
     assert x.shape == (2, 3, 8, 8) and x.dtype == torch.float64
     # A constant image stays constant through resize, crop and (mid-grey) padding.
     torch.testing.assert_close(x[:, 0], torch.zeros(2, 8, 8, dtype=torch.float64), atol=5e-3, rtol=0)
+
+
+@pytest.mark.parametrize("bad, found", [
+    (np.full((2, 4, 4, 3), 200.0, dtype=np.float32), "0-255"),      # 0-255 floats
+    (np.full((2, 4, 4, 3), -0.5), "-0.5"),                            # negative values
+    (np.full((2, 4, 4, 3), 1e30), "1e\\+30"),                         # huge values
+    ([np.full((4, 4, 3), 255.0)], "255"),                             # a list of float (H, W, C) arrays
+    ([np.linspace(-1, 1, 16).reshape(4, 4)], "-1"),                   # a list of float (H, W) arrays
+])
+def test_float_images_outside_the_unit_range_are_refused(bad, found):
+    with pytest.raises(ValueError, match=rf"(?s)floats in \[0, 1\].*{found}.*divide by 255"):
+        check_images(bad)
+    if isinstance(bad, np.ndarray):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            check_images(torch.from_numpy(bad))
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_float_images_say_what_to_pass(value):
+    images = np.full((1, 4, 4, 3), 0.5)
+    images[0, 1, 2, 0] = value
+    with pytest.raises(ValueError, match=r"(?s)NaN or infinity.*1 value.*uint8.*\[0, 1\]"):
+        check_images(images)
+
+
+def test_images_in_range_still_pass_and_integers_name_their_range():
+    ok = [np.zeros((2, 4, 4, 3)), np.ones((2, 4, 4, 3), dtype=np.float32), np.full((2, 4, 4, 3), 255, np.uint8),
+          np.zeros((2, 4, 4, 3), dtype=bool), [np.full((4, 4), 0.25, dtype=np.float16)]]
+    for X in ok:
+        check_images(X)
+    with pytest.raises(ValueError, match=r"(?s)0\.\.255.*-3 to 300"):
+        check_images(np.array([-3, 300] * 24, dtype=np.int64).reshape(1, 4, 4, 3))
+    with pytest.raises(ValueError, match=r"0\.\.255.*1000"):
+        check_images([np.full((4, 4), 1000, dtype=np.int32)])
+
+
+def test_pil_and_preprocessing_read_floats_and_integers_on_one_scale():
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (2, 8, 8, 3)).astype(np.uint8)
+    # floats are [0, 1] intensities: the same picture as their 0..255 integers
+    np.testing.assert_array_equal(np.asarray(pil_from_array(pixels[0] / 255.0)), pixels[0])
+    np.testing.assert_array_equal(np.asarray(pil_from_array(np.eye(4, dtype=bool))), 255 * np.eye(4))
+    torch.testing.assert_close(preprocess_images(pixels, CFG), preprocess_images(pixels / np.float32(255), CFG))
+    with pytest.raises(ValueError, match="divide by 255"):
+        pil_from_array(pixels[0].astype(np.float64))
+    with pytest.raises(ValueError, match="0..255"):
+        pil_from_array(np.full((4, 4), 256))
