@@ -156,6 +156,20 @@ def available_weights():
     return dict(sorted(_registry().items()))
 
 
+def shipped_weights(name):
+    """The registry entry of a shipped model, or None.
+
+    Unlike ``name in available_weights()``, a name the caller's own family
+    registered is found without importing every other family.
+    """
+    if not isinstance(name, str):
+        return None
+    if name in _REGISTRY or os.path.exists(name):
+        # A path on disk never makes every family import just to be ruled out.
+        return _REGISTRY.get(name)
+    return _registry(name).get(name)
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -16,3 +16,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 torch.set_num_threads(1)
+
+from skicml import _weights  # noqa: E402
+
+# Families register their shipped files when first imported, and tests swap
+# the registry for an empty one; fill the real one before any test can, so a
+# family first imported under a swapped registry is not lost from it.
+_weights.available_weights()
