@@ -27,8 +27,9 @@ install skicml[chem]``).
 # formal charge, hydrogens, radical electrons, hybridization, aromaticity,
 # ring membership) and bonds as edges with 3 (bond type, stereo,
 # conjugation), in the layout of ``torch_geometric.utils.from_smiles``.
-# Here the molecule becomes a networkx graph with those attributes, one of
-# the other inputs the tokenizer accepts.
+# Here the molecule becomes a networkx graph with those features under
+# names of our own, ``atom`` and ``bond`` (networkx graphs are one of the
+# other inputs the tokenizer accepts).
 import time
 from itertools import pairwise
 
@@ -46,16 +47,16 @@ from skicml.ops import euler_serialize
 def to_networkx(smiles):
     parsed = as_graph_list([smiles])[0]
     graph = nx.Graph()
-    for atom, features in enumerate(parsed.x):
-        graph.add_node(atom, x=features)
-    for (u, v), features in zip(parsed.edge_index.T, parsed.edge_attr):
-        graph.add_edge(int(u), int(v), edge_attr=features)
+    for atom, features in enumerate(parsed.x.astype(np.int64)):
+        graph.add_node(atom, atom=features)
+    for (u, v), features in zip(parsed.edge_index.T, parsed.edge_attr.astype(np.int64)):
+        graph.add_edge(int(u), int(v), bond=features)
     return graph
 
 
 molecule = to_networkx("CN1C=NC2=C1C(=O)N(C(=O)N2C)C")  # caffeine
 ELEMENTS = {6: "C", 7: "N", 8: "O"}
-symbols = {atom: ELEMENTS[int(data["x"][0])] for atom, data in molecule.nodes(data=True)}
+symbols = {atom: ELEMENTS[int(data["atom"][0])] for atom, data in molecule.nodes(data=True)}
 print(f"{molecule.number_of_nodes()} heavy atoms, {molecule.number_of_edges()} bonds")
 
 # %%
@@ -67,8 +68,9 @@ print(f"{molecule.number_of_nodes()} heavy atoms, {molecule.number_of_edges()} b
 # shape ``(rows, F)`` per graph; here ``F = 14``: the node index, 9 atom
 # columns, 3 bond columns and the step kind (``<start>``, ``<edge>`` or
 # ``<jump>``, which marks a jump between connected components), followed by
-# an ``<eos>`` row that the fine-tuning head reads.
-tokenizer = EulerTokenizer(random_state=0).fit([molecule])
+# an ``<eos>`` row that the fine-tuning head reads. ``node_attr`` and
+# ``edge_attr`` name the attributes to read.
+tokenizer = EulerTokenizer(node_attr="atom", edge_attr="bond", random_state=0).fit([molecule])
 tokens = tokenizer.transform([molecule])[0]
 print(f"vocabulary: {tokenizer.vocab_size_} tokens; sequence shape: {tokens.shape}")
 
@@ -90,7 +92,9 @@ with pd.option_context("display.width", 250, "display.max_columns", None):
 # Drawing the walk
 # ----------------
 # :meth:`~skicml.graph.EulerTokenizer.inverse_transform` rebuilds a graph
-# whose node ``k`` is the ``k``-th new node of the walk. Matching it to the
+# whose node ``k`` is the ``k``-th new node of the walk, with the attributes
+# under the names the tokenizer read and in their dtype (integers here; a
+# category label would come back as the label). Matching it to the
 # molecule (with :func:`networkx.is_isomorphic`'s matcher, comparing atom and
 # bond features) both checks that nothing was lost and tells which atom each
 # row visited.
@@ -104,7 +108,7 @@ def same(key):
 def walk_of(sequence):
     """Atoms of ``molecule`` visited by each row of ``sequence``."""
     rebuilt = tokenizer.inverse_transform([sequence])[0]
-    match = matcher(rebuilt, molecule, node_match=same("x"), edge_match=same("edge_attr"))
+    match = matcher(rebuilt, molecule, node_match=same("atom"), edge_match=same("bond"))
     assert match.is_isomorphic(), "the rebuilt graph differs from the molecule"
     atom_of = match.mapping  # rebuilt node -> atom of the molecule
     index_column = sequence[sequence[:, -1] != tokenizer.vocab_["<eos>"], 0]
@@ -135,7 +139,8 @@ def draw_walk(ax, walk, title):
 
 rebuilt = tokenizer.inverse_transform([tokens])[0]
 print("rebuilt graph isomorphic to caffeine, features included:",
-      nx.is_isomorphic(rebuilt, molecule, node_match=same("x"), edge_match=same("edge_attr")))
+      nx.is_isomorphic(rebuilt, molecule, node_match=same("atom"), edge_match=same("bond")))
+print("attributes of the rebuilt node 0:", {key: value.dtype for key, value in rebuilt.nodes[0].items()})
 walk = walk_of(tokens)
 fig, ax = plt.subplots(figsize=(5, 4.5))
 draw_walk(ax, walk, f"{len(walk) - 1} steps over {molecule.number_of_edges()} bonds (start circled)")
@@ -161,7 +166,7 @@ print("atoms of odd degree:", sum(degree % 2 for _, degree in molecule.degree())
 # offset; every one of them decodes to caffeine.
 fig, axes = plt.subplots(1, 3, figsize=(12, 4))
 for ax, seed in zip(axes, [1, 2, 3]):
-    sequence = EulerTokenizer(random_state=seed).fit_transform([molecule])[0]
+    sequence = EulerTokenizer(node_attr="atom", edge_attr="bond", random_state=seed).fit_transform([molecule])[0]
     draw_walk(ax, walk_of(sequence), f"random_state={seed}: {len(sequence) - 1} rows + <eos>")
     first_indices = [tokenizer.id_to_token_[t] for t in sequence[:4, 0]]
     print(f"seed {seed}: first index tokens {first_indices}")

@@ -215,7 +215,8 @@ def test_unseen_values_get_the_default_token():
     assert (names[sequence[:-1, 1]] == "node0:?").sum() >= 1
     assert "edge0:?" in set(names[sequence[sequence[:, 3] == EDGE, 2]])
     decoded = tokenizer.inverse_transform([sequence])[0]
-    values = np.array([decoded.nodes[n]["x"][0] for n in decoded.nodes])
+    # Scalar attributes come back as scalars; the default token as NaN.
+    values = np.array([decoded.nodes[n]["x"] for n in decoded.nodes])
     assert np.isnan(values).sum() == 1 and sorted(values[~np.isnan(values)]) == [1.0, 2.0, 3.0]
 
 
@@ -253,8 +254,8 @@ def test_float_bins_are_never_empty():
     for node, value in enumerate([40.0, 60.0, 99.0]):
         new.nodes[node]["x"] = value
     decoded = tokenizer.inverse_transform(tokenizer.transform([graph, new]))
-    assert sorted(float(decoded[0].nodes[n]["x"][0]) for n in decoded[0]) == values
-    new_values = [float(decoded[1].nodes[n]["x"][0]) for n in decoded[1]]
+    assert sorted(float(decoded[0].nodes[n]["x"]) for n in decoded[0]) == values
+    new_values = [float(decoded[1].nodes[n]["x"]) for n in decoded[1]]
     assert np.isfinite(new_values).all() and set(new_values) <= set(values)
 
 
@@ -398,3 +399,158 @@ def test_transform_errors():
         tokenizer.inverse_transform([np.zeros((5, 3), dtype=int)])
     with pytest.raises(ValueError, match="non-index token"):
         tokenizer.inverse_transform([np.full((2, 4), START)])
+
+
+# ------------------------------------------- names, types and labels back
+ATOMS = ("C", "N", "O", "Cl")
+
+
+def _same_value(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        # Strings come back in the attribute's one dtype, the widest of fit.
+        same_dtype = a.dtype == b.dtype or a.dtype.kind == b.dtype.kind == "U"
+        return type(a) is type(b) and same_dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def _same_record(a, b):
+    return a.keys() == b.keys() and all(_same_value(a[key], b[key]) for key in a)
+
+
+def assert_same_labelled_graph(original, decoded):
+    assert decoded.number_of_nodes() == original.number_of_nodes()
+    assert decoded.number_of_edges() == original.number_of_edges()
+    assert nx.is_isomorphic(original, decoded, node_match=_same_record, edge_match=_same_record)
+
+
+def _molecule():
+    """Water-like: string labels and Python ints under the user's own names."""
+    graph = nx.Graph()
+    graph.add_nodes_from([(0, {"atom": "O", "charge": -1}), (1, {"atom": "H", "charge": 0}),
+                          (2, {"atom": "H", "charge": 1})])
+    graph.add_edges_from([(0, 1, {"bond": 1}), (0, 2, {"bond": 2})])
+    return graph
+
+
+def test_inverse_keeps_the_attribute_names():
+    graph = _molecule()
+    tokenizer = EulerTokenizer(node_attr=["atom", "charge"], edge_attr="bond", random_state=0).fit([graph])
+    decoded = tokenizer.inverse_transform(tokenizer.transform([graph]))[0]
+    assert all(set(data) == {"atom", "charge"} for _, data in decoded.nodes(data=True))
+    assert all(set(data) == {"bond"} for *_, data in decoded.edges(data=True))
+    assert list(tokenizer.node_attributes_) == ["atom", "charge"]
+    assert list(tokenizer.edge_attributes_) == ["bond"]
+    assert_same_labelled_graph(graph, decoded)
+    # A key the graphs do not carry is not read, so it does not come back.
+    tokenizer = EulerTokenizer(node_attr=["charge", "mass"], edge_attr=None, random_state=0).fit([graph])
+    decoded = tokenizer.inverse_transform(tokenizer.transform([graph]))[0]
+    assert sorted(decoded.nodes[n]["charge"] for n in decoded) == [-1, 0, 1]
+    assert all(set(data) == {"charge"} for _, data in decoded.nodes(data=True))
+    assert all(not data for *_, data in decoded.edges(data=True))
+
+
+def test_inverse_keeps_integer_and_float_dtypes():
+    graph = nx.path_graph(4)
+    for node in graph:
+        graph.nodes[node]["count"] = np.array([node, 2 * node], dtype=np.int32)
+        graph.nodes[node]["flag"] = np.bool_(node % 2)
+        graph.nodes[node]["level"] = np.float32(node / 2)
+    for u, v in graph.edges:
+        graph.edges[u, v]["order"] = np.uint8(u + 1)
+    tokenizer = EulerTokenizer(node_attr=["count", "flag", "level"], edge_attr="order", random_state=0)
+    decoded = tokenizer.fit([graph]).inverse_transform(tokenizer.transform([graph]))[0]
+    assert tokenizer.node_attributes_ == {"count": np.int32, "flag": np.bool_, "level": np.float32}
+    assert tokenizer.edge_attributes_ == {"order": np.uint8}
+    for node in decoded:
+        assert decoded.nodes[node]["count"].dtype == np.int32 and decoded.nodes[node]["count"].shape == (2,)
+        assert type(decoded.nodes[node]["flag"]) is np.bool_
+        assert type(decoded.nodes[node]["level"]) is np.float32
+    assert all(type(order) is np.uint8 for *_, order in decoded.edges(data="order"))
+    assert_same_labelled_graph(graph, decoded)
+    # Feature matrices and graph dicts keep theirs too (under "x" and "edge_attr").
+    record = {"edge_index": np.array([[0, 1], [1, 2]]), "x": np.array([[1], [2], [3]], dtype=np.int16),
+              "edge_attr": np.array([[0.5], [1.5]])}
+    tokenizer = EulerTokenizer(random_state=0).fit([record])
+    decoded = tokenizer.inverse_transform(tokenizer.transform([record]))[0]
+    assert tokenizer.node_attributes_ == {"x": np.int16} and tokenizer.edge_attributes_ == {"edge_attr": np.float64}
+    assert {decoded.nodes[n]["x"].dtype for n in decoded} == {np.dtype(np.int16)}
+    assert sorted(int(decoded.nodes[n]["x"][0]) for n in decoded) == [1, 2, 3]
+
+
+def test_string_labels_come_back_as_the_labels():
+    graph = _molecule()
+    for node in graph:
+        del graph.nodes[node]["charge"]
+    graph.edges[0, 1]["bond"] = "single"
+    graph.edges[0, 2]["bond"] = "double"
+    tokenizer = EulerTokenizer(node_attr="atom", edge_attr="bond", random_state=0).fit([graph])
+    assert tokenizer.node_categories_ == {"atom": [["H", "O"]]}
+    assert tokenizer.edge_categories_ == {"bond": [["double", "single"]]}
+    assert {"node0:H", "node0:O", "edge0:single", "edge0:double"} <= set(tokenizer.vocab_)
+    sequences = tokenizer.transform([graph])
+    decoded = tokenizer.inverse_transform(sequences)[0]
+    assert sorted(decoded.nodes[n]["atom"] for n in decoded) == ["H", "H", "O"]
+    assert sorted(bond for *_, bond in decoded.edges(data="bond")) == ["double", "single"]
+    assert all(type(decoded.nodes[n]["atom"]) is str for n in decoded)
+    # The caller's graph keeps its labels (the tokenizer codes a copy).
+    assert graph.nodes[0]["atom"] == "O" and graph.edges[0, 1]["bond"] == "single"
+    # A label unseen in fit gets the column default and comes back as None.
+    other = _molecule()
+    other.nodes[0]["atom"] = "S"
+    nx.set_edge_attributes(other, "single", "bond")
+    back = tokenizer.inverse_transform(tokenizer.transform([other]))[0]
+    assert sorted(map(str, (back.nodes[n]["atom"] for n in back))) == ["H", "H", "None"]
+    # The labels live in the state the checkpoints store, and in pickles.
+    for restored in (EulerTokenizer.from_state(tokenizer.get_state()), pickle.loads(pickle.dumps(tokenizer))):
+        assert restored.vocab_ == tokenizer.vocab_
+        np.testing.assert_array_equal(restored.transform([graph])[0], sequences[0])
+        assert_same_labelled_graph(graph, restored.inverse_transform(sequences)[0])
+    # Vectors of labels: one vocabulary per position.
+    pairs = nx.path_graph(3)
+    for node, pair in zip(pairs, [("C", "ring"), ("N", "chain"), ("C", "chain")]):
+        pairs.nodes[node]["kind"] = np.array(pair)
+    tokenizer = EulerTokenizer(node_attr="kind", edge_attr=None, random_state=0).fit([pairs])
+    assert tokenizer.node_categories_ == {"kind": [["C", "N"], ["chain", "ring"]]}
+    assert_same_labelled_graph(pairs, tokenizer.inverse_transform(tokenizer.transform([pairs]))[0])
+
+
+NAMES = st.sampled_from(["atom", "charge", "bond", "x", "edge_attr", "kind", "weight", "label"])
+
+
+@st.composite
+def labelled_graph_batches(draw):
+    """1-3 graphs whose nodes and edges carry integer (Python, NumPy int32)
+    and categorical (str) attributes under random names."""
+    node_keys = draw(st.lists(NAMES, max_size=3, unique=True))
+    edge_keys = draw(st.lists(NAMES, max_size=2, unique=True))
+    kinds = {key: draw(st.sampled_from(["int", "int32", "label"])) for key in {*node_keys, *edge_keys}}
+
+    def value(key):
+        if kinds[key] == "label":
+            return draw(st.sampled_from(ATOMS))
+        number = draw(st.integers(-3, 5))
+        return number if kinds[key] == "int" else np.int32(number)
+
+    graphs = []
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.integers(1, 10))
+        graph = nx.Graph()
+        graph.add_nodes_from(range(n))
+        pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))
+        graph.add_edges_from(draw(st.lists(pairs, max_size=2 * n)))
+        for node in graph:
+            graph.nodes[node].update({key: value(key) for key in node_keys})
+        for u, v in graph.edges:
+            graph.edges[u, v].update({key: value(key) for key in edge_keys})
+        graphs.append(graph)
+    return graphs, node_keys, edge_keys
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=labelled_graph_batches(), seed=st.integers(0, 3), reindex=st.sampled_from(["cyclic", "sequential"]))
+def test_round_trip_keeps_names_types_and_labels(batch, seed, reindex):
+    graphs, node_keys, edge_keys = batch
+    tokenizer = EulerTokenizer(node_scope=16, reindex=reindex, node_attr=node_keys, edge_attr=edge_keys,
+                               random_state=seed).fit(graphs)
+    for graph, decoded in zip(graphs, tokenizer.inverse_transform(tokenizer.transform(graphs))):
+        assert_same_labelled_graph(graph, decoded)

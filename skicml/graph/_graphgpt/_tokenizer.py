@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from ...base import seed_from_random_state
 from ...ops import euler_serialize
 from ...utils.param_validation import Integral, Interval, StrOptions, fit_context
-from .._graphs import read_graphs
+from .._graphs import Graph, _series_values, _to_numpy, is_graph_collection, read_graphs
 
 __all__ = ["EulerTokenizer", "pad_sequences"]
 
@@ -124,7 +124,8 @@ class _Column:
         return np.where(offset >= 0, self.categories[np.clip(offset, 0, None)], np.nan)
 
     def state(self):
-        state = {"name": self.name, "discrete": self.discrete, "categories": self.categories.tolist()}
+        state = {"name": self.name, "discrete": self.discrete, "categories": self.categories.tolist(),
+                 "labels": list(self.labels)}
         if not self.discrete:
             state["edges"] = self.edges.tolist()
         return state
@@ -139,7 +140,172 @@ class _Column:
         else:
             column.edges = np.asarray(state["edges"], dtype=np.float64)
             column.labels = [f"bin{k}" for k in range(len(column.categories))]
+        # States written before label columns existed name their tokens as above.
+        column.labels = list(state.get("labels", column.labels))
         return column
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _sorted_labels(values, name):
+    try:
+        unique = list(dict.fromkeys(_plain(v) for v in values))
+    except TypeError:
+        raise ValueError(f"The attribute {name!r} holds unhashable values; labels must be hashable.") from None
+    try:
+        return sorted(unique)
+    except TypeError:  # labels of several types: a fixed order all the same
+        return sorted(unique, key=lambda v: (type(v).__name__, repr(v)))
+
+
+class _Attribute:
+    """How the values of one attribute key looked in ``fit``, to give them back alike.
+
+    ``shape`` is the shape of one value (``()`` for scalars), ``python`` says
+    whether the scalars were Python's own (``int``, ``str``...) rather than
+    NumPy scalars, and ``labels`` holds, for attributes of strings or other
+    objects, the sorted labels of each of the value's positions: the reader
+    sees their positions in these lists (codes), which keeps it numeric.
+    """
+
+    def __init__(self, name, shape, dtype, python=False, labels=None):
+        self.name, self.shape, self.dtype = name, tuple(shape), np.dtype(dtype)
+        self.python, self.labels = python, labels
+        self._codes = None if labels is None else [{label: i for i, label in enumerate(ls)} for ls in labels]
+
+    @property
+    def width(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @classmethod
+    def from_values(cls, name, values):
+        arrays = [np.asarray(v) for v in values]
+        shape = arrays[0].shape
+        try:
+            dtype = np.result_type(*{a.dtype for a in arrays})
+        except TypeError:  # numbers and strings mixed
+            dtype = np.dtype(object)
+        python = shape == () and not any(isinstance(v, (np.generic, np.ndarray)) for v in values)
+        labels = None
+        if dtype.kind in "OSU":
+            flat = [a.reshape(-1) for a in arrays if a.shape == shape]
+            labels = [_sorted_labels([f[j] for f in flat], name) for j in range(int(np.prod(shape)))]
+        return cls(name, shape, dtype, python, labels)
+
+    def token_names(self, j):
+        """Token names of the labels of position ``j``: the labels, unless two would read alike."""
+        names = [str(label) for label in self.labels[j]]
+        if len(set(names)) < len(names) or "?" in names:
+            names = [f"#{code}" for code in range(len(names))]
+        return names
+
+    def code(self, value):
+        """``value`` with each label replaced by its code (-1, the column default, for unseen ones)."""
+        array = np.asarray(value)
+        if array.size != self.width:  # the reader reports the width
+            return np.full(array.shape, -1)
+        flat = [codes.get(_plain(v), -1) for codes, v in zip(self._codes, array.reshape(-1))]
+        return flat[0] if array.ndim == 0 else np.array(flat).reshape(array.shape)
+
+    def restore(self, flat):
+        """The value of decoded column values ``flat`` (NaN for a column default) as it was read."""
+        missing = np.isnan(flat)
+        if self.labels is not None:
+            items = [None if gone else labels[int(c)] for labels, c, gone in zip(self.labels, flat, missing)]
+            if self.shape == ():
+                return items[0]
+            array = np.empty(len(items), dtype=object)
+            for i, item in enumerate(items):
+                array[i] = item
+            return (array if missing.any() else array.astype(self.dtype)).reshape(self.shape)
+        # A column default holds no value: NaN, in float64 where the dtype has no NaN.
+        array = flat if missing.any() and self.dtype.kind in "biu" else flat.astype(self.dtype)
+        if self.shape == ():
+            return array[0].item() if self.python else array[0]
+        return array.reshape(self.shape)
+
+    def state(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.str, "python": self.python,
+                "labels": self.labels}
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["name"], state["shape"], state["dtype"], state["python"], state["labels"])
+
+
+def _records(graph, side):
+    if side == "node":
+        return [data for _, data in graph.nodes(data=True)]
+    return [data for *_, data in graph.edges(data=True)]
+
+
+def _networkx_layout(graphs, keys, side):
+    """The :class:`_Attribute` of each of ``keys`` that the networkx ``graphs`` carry."""
+    if keys is None:
+        return []
+    layout = []
+    for key in [keys] if isinstance(keys, str) else list(keys):
+        values = [data[key] for graph in graphs for data in _records(graph, side) if key in data]
+        if values:  # the reader skips keys no graph has
+            layout.append(_Attribute.from_values(key, values))
+    return layout
+
+
+def _array_dtype(item, key):
+    """The dtype of array ``key`` (``"x"`` or ``"edge_attr"``) of a non-networkx graph, or None."""
+    if isinstance(item, (str, bytes)):
+        return np.dtype(np.int64)  # the SMILES reader's features
+    if isinstance(item, Graph):
+        return getattr(item, key).dtype
+    value = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+    return None if value is None else _to_numpy(value).dtype
+
+
+def _attribute_values(values, layout):
+    """The attribute dict of one node or edge from its decoded column ``values``."""
+    out, start = {}, 0
+    for attribute in layout:
+        out[attribute.name] = attribute.restore(values[start:start + attribute.width])
+        start += attribute.width
+    return out
+
+
+def _side_layout(networkx_layout, array_dtype, width, key):
+    """The attributes of one side (node or edge) of ``width`` columns.
+
+    The networkx keys when they account for every column; otherwise (no
+    networkx graph, feature rows, a layout the reader rejected) one array
+    under ``key`` of the other graphs' dtype, float64 when none is known,
+    empty when those graphs hold an empty one.
+    """
+    if networkx_layout is not None and sum(a.width for a in networkx_layout) == width:
+        return networkx_layout
+    return [_Attribute(key, (width,), array_dtype or np.float64)]
+
+
+def _label_token_names(layout):
+    """Per column of ``layout``: the token names of its labels, or None for a numeric column."""
+    return [None if a.labels is None else a.token_names(j) for a in layout for j in range(a.width)]
+
+
+def _coded(X, node_layout, edge_layout):
+    """``X`` with the labels of its networkx graphs replaced by their codes, when there are labels."""
+    coders = [(side, attribute) for side, layout in (("node", node_layout), ("edge", edge_layout))
+              for attribute in layout or () if attribute.labels is not None]
+    if not coders or not is_graph_collection(X):
+        return X
+    items = []
+    for item in _series_values(X):
+        if isinstance(item, nx.Graph):
+            item = item.copy()  # new attribute dicts: the caller's graph keeps its labels
+            for side, attribute in coders:
+                for data in _records(item, side):
+                    if attribute.name in data:
+                        data[attribute.name] = attribute.code(data[attribute.name])
+        items.append(item)
+    return items
 
 
 class EulerTokenizer(TransformerMixin, BaseEstimator):
@@ -162,7 +328,10 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         ``"cyclic"`` adds a random offset modulo ``node_scope`` (the paper's
         default), which spreads training over all index tokens.
     node_attr, edge_attr : str, list of str or None, default="x", "edge_attr"
-        Attribute keys read from networkx graphs.
+        Attribute keys read from networkx graphs: numbers, or labels
+        (strings or other hashable objects, one token per label seen in
+        ``fit``); scalars or arrays. :meth:`inverse_transform` gives them
+        back under the same keys.
     n_bins : int, default=16
         Quantile bins of attribute columns with non-integer values (integer
         columns get one token per value seen in ``fit``).
@@ -180,6 +349,16 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
     id_to_token_ : list of str
     vocab_size_ : int
     n_node_attributes_, n_edge_attributes_ : int
+        Attribute columns (an array-valued key counts one per position).
+    node_attributes_, edge_attributes_ : dict of str to numpy.dtype
+        The keys read in ``fit``, in column order, with the dtype of their
+        values, which :meth:`inverse_transform` restores: the networkx keys
+        of ``node_attr`` / ``edge_attr`` the graphs carry, or ``"x"`` /
+        ``"edge_attr"`` for graphs given as arrays (dicts, torch_geometric
+        ``Data``, SMILES, feature rows).
+    node_categories_, edge_categories_ : dict of str to list of list
+        For each key of labels, the sorted labels seen in ``fit`` at each
+        position of its value (one list for a scalar key).
     n_stacked_ : int
         Tokens per row ``F``.
     max_nodes_ : int
@@ -194,6 +373,25 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
     >>> tokens[0].shape  # a walk over both edges (3 rows from an end, 4 from the middle), plus <eos>
     (5, 2)
     >>> nx.is_isomorphic(tokenizer.inverse_transform(tokens)[0], nx.path_graph(3))
+    True
+
+    Attributes come back under their own names, with their types: labels
+    as the labels, integers as integers.
+
+    >>> water = nx.Graph()
+    >>> water.add_nodes_from([(0, {"atom": "O", "charge": -1}), (1, {"atom": "H", "charge": 0}),
+    ...                       (2, {"atom": "H", "charge": 1})])
+    >>> water.add_edges_from([(0, 1, {"bond": 1}), (0, 2, {"bond": 1})])
+    >>> tokenizer = EulerTokenizer(node_attr=["atom", "charge"], edge_attr="bond", random_state=0)
+    >>> tokens = tokenizer.fit_transform([water])
+    >>> tokenizer.node_attributes_, tokenizer.edge_attributes_
+    ({'atom': dtype('<U1'), 'charge': dtype('int64')}, {'bond': dtype('int64')})
+    >>> back = tokenizer.inverse_transform(tokens)[0]
+    >>> sorted(back.nodes(data=True))  # nodes numbered in the order the walk met them
+    [(0, {'atom': 'H', 'charge': 1}), (1, {'atom': 'O', 'charge': -1}), (2, {'atom': 'H', 'charge': 0})]
+    >>> list(back.edges(data="bond"))
+    [(0, 1, 1), (1, 2, 1)]
+    >>> nx.is_isomorphic(back, water, node_match=dict.__eq__, edge_match=dict.__eq__)
     True
     """
 
@@ -234,20 +432,49 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         -------
         self
         """
+        layout = self._input_layout(X)
+        X = _coded(X, layout[0], layout[1])
         graphs, from_rows = read_graphs(self, X, reset=True, node_attr=self.node_attr, edge_attr=self.edge_attr)
         if not from_rows:
             self.__dict__.pop("n_features_in_", None)
-        return self._fit_graphs(graphs)
+        return self._fit_graphs(graphs, layout)
 
-    def _fit_graphs(self, graphs):
+    def _input_layout(self, X):
+        """What ``inverse_transform`` needs to give ``X``'s attributes back as they were.
+
+        The :class:`_Attribute` records of the networkx graphs of ``X`` (None
+        without any) and the dtypes of the ``x`` and ``edge_attr`` arrays of
+        its other graphs (None without any), node side then edge side.
+        """
+        if not is_graph_collection(X):
+            return None, None, None, None
+        items = list(_series_values(X))
+        networkx = [item for item in items if isinstance(item, nx.Graph)]
+        others = [item for item in items if not isinstance(item, nx.Graph)]
+        layouts = [_networkx_layout(networkx, keys, side) if networkx else None
+                   for keys, side in ((self.node_attr, "node"), (self.edge_attr, "edge"))]
+        dtypes = []
+        for key in ("x", "edge_attr"):
+            found = {dtype for dtype in (_array_dtype(item, key) for item in others) if dtype is not None}
+            dtypes.append(np.result_type(*found) if found else None)
+        return (*layouts, *dtypes)
+
+    def _fit_graphs(self, graphs, layout=(None, None, None, None)):
         self.max_nodes_ = max(g.num_nodes for g in graphs)
         self._check_scope(graphs)
         node_values = np.concatenate([g.x for g in graphs])
         edge_values = np.concatenate([g.edge_attr for g in graphs])
+        node_layout, edge_layout, node_dtype, edge_dtype = layout
+        self._node_layout = _side_layout(node_layout, node_dtype, node_values.shape[1], "x")
+        self._edge_layout = _side_layout(edge_layout, edge_dtype, edge_values.shape[1], "edge_attr")
         self._node_columns = [_Column(f"node{j}", node_values[:, j], self.n_bins)
                               for j in range(node_values.shape[1])]
         self._edge_columns = [_Column(f"edge{j}", edge_values[:, j], self.n_bins)
                               for j in range(edge_values.shape[1])]
+        for columns, attributes in ((self._node_columns, self._node_layout), (self._edge_columns, self._edge_layout)):
+            for column, names in zip(columns, _label_token_names(attributes)):
+                if names is not None:
+                    column.labels = names
         self._build_vocab()
         return self
 
@@ -263,6 +490,10 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         self.n_node_attributes_ = len(self._node_columns)
         self.n_edge_attributes_ = len(self._edge_columns)
         self.n_stacked_ = 2 + self.n_node_attributes_ + self.n_edge_attributes_
+        self.node_attributes_ = {a.name: a.dtype for a in self._node_layout}
+        self.edge_attributes_ = {a.name: a.dtype for a in self._edge_layout}
+        self.node_categories_ = {a.name: a.labels for a in self._node_layout if a.labels is not None}
+        self.edge_categories_ = {a.name: a.labels for a in self._edge_layout if a.labels is not None}
 
     def _check_scope(self, graphs):
         sizes = np.array([g.num_nodes for g in graphs])
@@ -281,6 +512,8 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
             "max_nodes": int(self.max_nodes_),
             "node_columns": [c.state() for c in self._node_columns],
             "edge_columns": [c.state() for c in self._edge_columns],
+            "node_attributes": [a.state() for a in self._node_layout],
+            "edge_attributes": [a.state() for a in self._edge_layout],
         }
 
     @classmethod
@@ -290,6 +523,13 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         tokenizer.max_nodes_ = state["max_nodes"]
         tokenizer._node_columns = [_Column.from_state(s) for s in state["node_columns"]]
         tokenizer._edge_columns = [_Column.from_state(s) for s in state["edge_columns"]]
+        # States written before the layout was kept decode to float64 arrays, as they did.
+        for side, key, columns in (("node", "x", tokenizer._node_columns),
+                                   ("edge", "edge_attr", tokenizer._edge_columns)):
+            attributes = state.get(f"{side}_attributes")
+            layout = ([_Attribute.from_state(a) for a in attributes] if attributes is not None
+                      else _side_layout(None, None, len(columns), key))
+            setattr(tokenizer, f"_{side}_layout", layout)
         tokenizer._build_vocab()
         return tokenizer
 
@@ -311,6 +551,7 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
             n_features_in_ * n_stacked_``).
         """
         check_is_fitted(self)
+        X = _coded(X, self._node_layout, self._edge_layout)
         graphs, from_rows = read_graphs(self, X, reset=False, node_attr=self.node_attr, edge_attr=self.edge_attr)
         sequences = self._serialize(graphs, view=0)
         if from_rows:
@@ -416,10 +657,17 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         Returns
         -------
         list of networkx.Graph
-            Nodes ``0..n-1`` in order of first appearance, with the node
-            attributes as a float64 array under ``"x"`` and the edge
-            attributes under ``"edge_attr"`` (bin means for binned columns).
-            Isomorphic to the serialized graph.
+            Nodes ``0..n-1`` in order of first appearance, isomorphic to
+            the serialized graph, whatever kind of graph ``fit`` read. The
+            attributes come back under the keys ``fit`` read (see
+            ``node_attributes_``; ``"x"`` and ``"edge_attr"`` arrays, empty
+            ones too, for graphs given as arrays), each value as it was:
+            Python scalars as Python scalars, NumPy scalars and arrays in
+            their dtype (arrays of strings in the widest string dtype
+            seen), labels as the labels. Binned float columns give their
+            bin means. A column default (a value unseen in ``fit``) gives
+            NaN, which turns an integer value into a float one, or ``None``
+            for a label.
         """
         check_is_fitted(self)
         if isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2:
@@ -446,16 +694,18 @@ class EulerTokenizer(TransformerMixin, BaseEstimator):
         for row, index in zip(rows, index_ids):
             if index not in node_of:
                 node = node_of[index] = len(node_of)
-                values = [c.decode(row[1 + j], self._column_first_id[j])
-                          for j, c in enumerate(self._node_columns)]
-                graph.add_node(node, x=np.array(values, dtype=np.float64))
+                values = np.array([c.decode(row[1 + j], self._column_first_id[j])
+                                   for j, c in enumerate(self._node_columns)], dtype=np.float64)
+                graph.add_node(node)
+                graph.nodes[node].update(_attribute_values(values, self._node_layout))
         previous = None
         for row, index in zip(rows, index_ids):
             node = node_of[index]
             if row[-1] == EDGE and previous is not None and not graph.has_edge(previous, node):
-                values = [c.decode(row[1 + dn + j], self._column_first_id[dn + j])
-                          for j, c in enumerate(self._edge_columns)]
-                graph.add_edge(previous, node, edge_attr=np.array(values, dtype=np.float64))
+                values = np.array([c.decode(row[1 + dn + j], self._column_first_id[dn + j])
+                                   for j, c in enumerate(self._edge_columns)], dtype=np.float64)
+                graph.add_edge(previous, node)
+                graph.edges[previous, node].update(_attribute_values(values, self._edge_layout))
             previous = node
         return graph
 
