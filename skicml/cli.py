@@ -144,21 +144,29 @@ def cmd_tour(args):
         return 0
     rows, missing = [], []
     start = time.perf_counter()
-    for entry in progress(entries, verbose=1, desc="tour", unit="method"):
+    bar = progress(entries, verbose=1, desc="tour", unit="method")
+    for entry in bar:
+        bar.set_postfix_str(entry.method)
         absent = entry.missing_requirements()
         if absent:
             # A row whose extra is not installed says so instead of stopping the tour.
-            rows.append((entry.method, entry.task, entry.metric, "-", entry.baseline, "-", "-"))
+            rows.append((entry.method, entry.task, entry.metric, "-", entry.baseline, "-", "-", "-"))
             needs = f"needs the {entry.extra} extra (pip install \"skicml[{entry.extra}]\"): " if entry.extra else ""
             missing.append(f"{entry.method}: skipped, {needs}{', '.join(absent)} cannot be imported")
+            bar.write(f"tour: {entry.method} skipped", file=sys.stderr)
             continue
+        row_start = time.perf_counter()
         result = entry.run()
+        row_seconds = time.perf_counter() - row_start
         rows.append((
             entry.method, entry.task, entry.metric,
             f"{result['score']:.4f}", entry.baseline, f"{result['baseline_score']:.4f}",
-            f"{result.get('seconds', float('nan')):.1f}",
+            f"{result.get('seconds', float('nan')):.1f}", f"{row_seconds:.1f}",
         ))
-    print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds"), rows))
+        # The table waits for the last row; each row reports its own time as it ends.
+        bar.write(f"tour: {entry.method} done in {row_seconds:.1f} s", file=sys.stderr)
+    print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds", "row seconds"),
+                 rows))
     for line in missing:
         print(line)
     print(f"\ntotal {time.perf_counter() - start:.1f} s")

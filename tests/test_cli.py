@@ -165,3 +165,33 @@ def test_tour_row_with_a_missing_extra_is_reported(capsys, monkeypatch, tmp_path
     out = capsys.readouterr().out
     assert "NeedsExtra: skipped, needs the clip extra" in out and 'skicml[clip]' in out
     assert "skicml_no_such_module" in out and "0.7500" in out
+
+
+def test_tour_reports_each_rows_own_time_as_it_ends(capfd, monkeypatch, tmp_path):
+    # Issue 28, item 9: the tour showed only a bar over the methods and, at
+    # the end, each method's own time, not how long each row took.
+    module = tmp_path / "fake_timed_tour.py"
+    module.write_text(
+        "import time\n"
+        "from skicml.utils.tour import TourEntry\n"
+        "def _slow():\n"
+        "    time.sleep(0.35)\n"
+        "    return {'score': 0.9, 'baseline_score': 0.5, 'seconds': 0.0}\n"
+        "def tour_entries():\n"
+        "    return [TourEntry('SlowMethod', 'toy', 'accuracy', 'Dummy', _slow),\n"
+        "            TourEntry('FastMethod', 'toy', 'accuracy', 'Dummy',\n"
+        "                      lambda: {'score': 0.8, 'baseline_score': 0.5, 'seconds': 0.0})]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "TOUR_MODULES", ["fake_timed_tour"])
+    assert cli.main(["tour"]) == 0
+    out, err = capfd.readouterr()
+    import re
+
+    reported = dict(re.findall(r"tour: (\w+) done in ([\d.]+) s", err))
+    assert set(reported) == {"SlowMethod", "FastMethod"}
+    assert float(reported["SlowMethod"]) >= 0.3 > float(reported["FastMethod"])
+    header, _, slow, fast = out.splitlines()[:4]
+    assert header.split()[-2:] == ["row", "seconds"]
+    assert slow.split()[0] == "SlowMethod" and slow.split()[-2:] == ["0.0", reported["SlowMethod"]]
+    assert fast.split()[0] == "FastMethod" and fast.split()[-2:] == ["0.0", reported["FastMethod"]]

@@ -14,7 +14,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from .._weights import load_module
-from ..base import TorchEstimatorMixin, seeded
+from ..base import TorchEstimatorMixin, progress, seeded
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
 from ..utils.validation import check_no_missing_labels
 from ._encoding import TransformToNumerical
@@ -293,6 +293,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         torch threads during ``fit`` and ``predict`` (``-1``: all cores);
         restored afterwards.
     verbose : int, default=0
+        ``0`` is silent; ``1`` shows progress bars over the ensemble members
+        while ``fit`` encodes the training table ("TabICL context") and fits
+        the ``"auto"`` temperature ("TabICL calibration"), and while
+        ``predict_proba`` (and so ``predict``) runs ("TabICL predict");
+        ``2`` keeps them on screen.
 
     Attributes
     ----------
@@ -476,8 +481,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                    torch.from_numpy(np.flatnonzero((folds != fold) & (folds != -2))).to(device))
                   for fold in np.unique(folds[held])]
         total = np.zeros((len(held), len(self.classes_)))
+        members = progress(self.ensemble_.configs_, verbose=self.verbose, desc="TabICL calibration", unit="member")
         with torch.inference_mode():
-            for index, (_, _, offset) in enumerate(self.ensemble_.configs_):
+            for index, (_, _, offset) in enumerate(members):
                 for query, context in splits:
                     logits = self.context_.held_out_logits(model, index, query, context, self._model_temperature())
                     total[np.searchsorted(held, query)] += (
@@ -494,13 +500,15 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         result = minimize_scalar(objective, bounds=(np.log(0.2), np.log(50.0)), method="bounded")
         return float(np.exp(result.x))
 
-    def _predict_chunk(self, X_test):
+    def _predict_chunk(self, X_test, bar=None):
         model = self.model_.to(self._device())
         members = self.context_.member_logits(model, self.ensemble_, X_test, self._model_temperature())
         total = None
         for logits, (_, _, offset) in zip(members, self.ensemble_.configs_):
             out = self._member_output(model, logits, offset).double()
             total = out if total is None else total + out
+            if bar is not None:
+                bar.update()
         average = (total / self.n_estimators_).cpu().numpy()
         if self.average_logits:
             average = average / self.softmax_temperature_
@@ -529,13 +537,16 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         X = self._validate_X(X, reset=False)
         if self._fallback_:
             return np.tile(self.class_prior_, (X.shape[0], 1))
-        with self._threads(), torch.inference_mode():
+        n = X.shape[0]
+        # One step per member and chunk of rows: a member's pass is the unit of work.
+        with self._threads(), torch.inference_mode(), progress(
+                total=self.n_estimators_ * -(-n // ROW_CHUNK), verbose=self.verbose,
+                desc="TabICL predict", unit="member") as bar:
             X_test = self.ensemble_.transform(self.encoder_.transform(X))
             chunks = []
-            n = X.shape[0]
             for start in range(0, n, ROW_CHUNK):
                 chunk = {m: v[start:start + ROW_CHUNK] for m, v in X_test.items()}
-                chunks.append(self._predict_chunk(chunk))
+                chunks.append(self._predict_chunk(chunk, bar))
         return np.vstack(chunks)
 
     def predict(self, X):

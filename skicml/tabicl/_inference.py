@@ -68,6 +68,7 @@ class EnsembleContext:
         Cache the members' in-context keys and values (``"auto"``: when they
         take under 2 GB together).
     verbose : int, default=0
+        A progress bar over the members while their contexts are built.
 
     Attributes
     ----------

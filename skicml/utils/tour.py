@@ -11,7 +11,10 @@ class TourEntry:
     """One row of ``skicml tour``: a method and the baseline it is compared to.
 
     ``run()`` fits both on offline data and returns a dict with ``score``
-    (the method), ``baseline_score``, and optionally ``seconds``. A row that
+    (the method), ``baseline_score``, and optionally ``seconds`` (the
+    method's own fit and predict; the tour measures the whole row's wall
+    time itself, prints it as the row ends and in the table's ``row
+    seconds`` column). A row that
     needs an optional extra names the modules it imports in ``requires`` and
     the extra in ``extra``: where they cannot be imported, the tour reports
     the row as skipped instead of running it.

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from .._weights import load_module, save_module
-from ..base import TorchEstimatorMixin, seeded
+from ..base import TorchEstimatorMixin, progress, seeded
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
 from ._model import POOLINGS, WearableModel
 from ._validation import validate_weeks
@@ -139,6 +139,8 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
+        and over the weeks of ``transform`` (``2`` keeps them on screen).
 
     Attributes
     ----------
@@ -410,10 +412,12 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         module = self.module_.to(device).eval()
         dtype = getattr(torch, self.dtype)
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), progress(total=len(weeks), verbose=self.verbose,
+                                              desc=f"{type(self).__name__} transform", unit="week") as bar:
             for start in range(0, len(weeks), max(1, self.batch_size)):
                 batch = torch.as_tensor(weeks[start:start + self.batch_size], dtype=dtype, device=device)
                 out.append(module.embed(batch).cpu().numpy())
+                bar.update(len(batch))
         embeddings = np.concatenate(out) if out else np.empty((0, self.embedding_dim_))
         return embeddings.astype(weeks.dtype, copy=False)
 

@@ -301,3 +301,23 @@ def test_input_errors(shapes, regressor, encoder):
         GraphGPTEncoder(objective="mlm", **TINY).fit(graphs)
     with pytest.raises(ValueError, match="n_views"):
         GraphGPTEncoder(**dict(TINY, n_views=0)).fit(graphs)
+
+
+def test_inference_shows_progress_only_when_verbose(shapes, regressor, encoder, capfd):
+    # Issue 28, item 9: predict, predict_proba and transform were silent at verbose=1.
+    import copy
+
+    graphs, kinds = shapes
+    classifier = GraphGPTClassifier(max_epochs=1, **TINY).fit(graphs[:12], kinds[:12])
+    calls = [(regressor, "predict"), (classifier, "predict_proba"), (classifier, "predict"),
+             (encoder, "transform"), (encoder, "score_samples")]
+    capfd.readouterr()
+    quiet = [getattr(model, method)(graphs) for model, method in calls]
+    assert capfd.readouterr() == ("", "")
+    for (model, method), expected in zip(calls, quiet):
+        loud = copy.deepcopy(model).set_params(verbose=1)
+        np.testing.assert_array_equal(getattr(loud, method)(graphs), expected)
+        err = capfd.readouterr().err
+        label = "predict" if method.startswith("predict") else method
+        assert f"{type(model).__name__} {label}" in err and f"/{len(graphs)} [" in err, (method, err)
+        assert "graph/s" in err

@@ -413,3 +413,19 @@ def test_missing_labels_are_a_clear_error(data, missing):
     y = np.array(["a", missing, "b"] * 30, dtype=object)
     with pytest.raises(ValueError, match="y contains missing labels"):
         _clf().fit(X, y)
+
+
+def test_verbose_shows_every_long_step_and_zero_is_silent(data, capfd):
+    # Issue 28, item 9: the "auto" temperature's calibration and predict_proba
+    # (60% of a default fit) were silent at verbose=1.
+    X, y, X_test = data
+    capfd.readouterr()
+    quiet = _clf().fit(X, y)
+    proba = quiet.predict_proba(X_test)
+    assert capfd.readouterr() == ("", "")
+    loud = _clf(verbose=1).fit(X, y)
+    fit_err = capfd.readouterr().err
+    assert "TabICL context" in fit_err and "TabICL calibration" in fit_err and "TabICL predict" not in fit_err
+    np.testing.assert_array_equal(loud.predict_proba(X_test), proba)
+    predict_err = capfd.readouterr().err
+    assert "TabICL predict" in predict_err and f"/{loud.n_estimators_} [" in predict_err

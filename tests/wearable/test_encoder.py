@@ -288,3 +288,18 @@ def test_degenerate_training_numbers_are_refused(cohort, params, name):
     # Issue 28, item 8: batch_size=0 was a ZeroDivisionError deep in training.
     with pytest.raises(ValueError, match=f"'{name}' parameter of WearableEncoder must be"):
         WearableEncoder(**dict(TINY, **params)).fit(cohort[0][:4])
+
+
+def test_transform_shows_progress_only_when_verbose(cohort, fitted, capfd):
+    # Issue 28, item 9: transform (30-110 s in the user guide) was silent at verbose=1.
+    import copy
+
+    X = cohort[0]
+    encoder = copy.deepcopy(fitted)
+    capfd.readouterr()
+    quiet = encoder.transform(X)
+    assert capfd.readouterr() == ("", "")
+    encoder.set_params(verbose=1)
+    np.testing.assert_array_equal(encoder.transform(X), quiet)
+    err = capfd.readouterr().err
+    assert "WearableEncoder transform" in err and f"/{len(X)} [" in err and "week/s" in err

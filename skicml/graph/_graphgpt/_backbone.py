@@ -10,7 +10,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..._weights import load_module, save_module
-from ...base import TorchEstimatorMixin, seeded
+from ...base import TorchEstimatorMixin, progress, seeded
 from ...utils.param_validation import HasMethods, Integral, Interval, Real, StrOptions, shared_constraints
 from .._graphs import read_graphs
 from ._model import GraphGPTModel
@@ -116,13 +116,19 @@ class GraphGPTBackboneMixin(TorchEstimatorMixin):
         tokenizer = self.tokenizer_
         return GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **self.backbone_config_)
 
-    def _batched(self, fn, tokens):
-        """``fn`` over batches of ``tokens`` in inference mode, concatenated."""
+    def _batched(self, fn, tokens, desc):
+        """``fn`` over batches of ``tokens`` in inference mode, concatenated.
+
+        With ``verbose``, a progress bar labelled ``desc`` counts the graphs.
+        """
         device = self._device()
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), progress(total=len(tokens), verbose=self.verbose,
+                                              desc=f"{type(self).__name__} {desc}", unit="graph") as bar:
             for start in range(0, len(tokens), max(1, self.batch_size)):
-                out.append(fn(tokens[start:start + self.batch_size].to(device)).cpu())
+                batch = tokens[start:start + self.batch_size]
+                out.append(fn(batch.to(device)).cpu())
+                bar.update(len(batch))
         return torch.cat(out)
 
     def save(self, path):

@@ -75,6 +75,9 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
+        and over the graphs of ``transform`` and ``score_samples``; ``2``
+        keeps them on screen.
 
     Attributes
     ----------
@@ -221,7 +224,7 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
             pooled = backbone.pool(flat, backbone(flat), self.pooling)
             return pooled.unflatten(0, batch.shape[:2]).mean(1)
 
-        return self._batched(embed, tokens).double().numpy()
+        return self._batched(embed, tokens, "transform").double().numpy()
 
     def score_samples(self, X):
         """Masked-token pseudo log-likelihood per graph (higher = more typical).
@@ -249,7 +252,7 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
             # (graphs, views, L, F) -> one score per graph, the mean over its views
             return backbone.masked_pseudo_log_likelihood(batch).mean(1)
 
-        return self._batched(score, tokens).numpy().astype(np.float64)
+        return self._batched(score, tokens, "score_samples").numpy().astype(np.float64)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

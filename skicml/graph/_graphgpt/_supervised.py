@@ -61,6 +61,9 @@ _SHARED_DOC = """
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
+        and over the graphs of ``predict`` (and ``predict_proba`` and
+        ``decision_function``); ``2`` keeps them on screen.
 """
 
 _SHARED_ATTRIBUTES = """
@@ -156,7 +159,7 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
         check_is_fitted(self)
         tokens = self._tokens(self._read(X, reset=False))
         module = self.module_.to(self._device()).eval()
-        return self._batched(module, tokens).double().numpy()
+        return self._batched(module, tokens, "predict").double().numpy()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
