@@ -57,8 +57,8 @@ def _versions():
 def _table(header, rows):
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
     line = "  ".join("-" * w for w in widths)
-    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)), line]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip(), line]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(out)
 
 
