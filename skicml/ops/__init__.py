@@ -8,12 +8,22 @@ test helper every op's tests call.
 """
 
 from ._euler import euler_serialize, euler_serialize_reference
+from ._rbf_context import (
+    rbf_context_matmul,
+    rbf_context_matmul_reference,
+    rbf_context_row_sums,
+    rbf_context_row_sums_reference,
+)
 from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
 
 __all__ = [
     "euler_serialize",
     "euler_serialize_reference",
+    "rbf_context_matmul",
+    "rbf_context_matmul_reference",
+    "rbf_context_row_sums",
+    "rbf_context_row_sums_reference",
     "rms_norm",
     "rms_norm_reference",
     "ssd_scan",
