@@ -16,13 +16,14 @@ __version__ = "0.1.0.dev0"
 
 # Public name -> the subpackage that defines it.
 _FLAGSHIPS = {
+    "ContextureEmbedding": "contexture",
     "GraphGPTClassifier": "graph",
     "GraphGPTRegressor": "graph",
     "TabICLClassifier": "tabicl",
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",
 }
-_SUBPACKAGES = ["clip", "datasets", "graph", "nn", "ops", "tabicl", "utils", "wearable"]
+_SUBPACKAGES = ["clip", "contexture", "datasets", "graph", "nn", "ops", "tabicl", "utils", "wearable"]
 
 __all__ = [*sorted(_FLAGSHIPS), "__version__"]
 

@@ -143,7 +143,7 @@ def test_import_skicml_loads_no_family():
 
 @pytest.mark.parametrize("name, family", [
     ("TabICLClassifier", "tabicl"), ("WearableEncoder", "wearable"),
-    ("GraphGPTRegressor", "graph"), ("WhitenedCLIPScorer", "clip"),
+    ("GraphGPTRegressor", "graph"), ("WhitenedCLIPScorer", "clip"), ("ContextureEmbedding", "contexture"),
 ])
 def test_importing_a_flagship_loads_only_its_family(name, family):
     loaded = _modules_after(f"from skicml import {name}")

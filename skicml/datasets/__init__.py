@@ -5,6 +5,7 @@ The method families add their generators here (``make_shape_scenes``,
 ``make_wearable_cohort``, ...) as they land.
 """
 
+from ._contexture import make_context_blobs, make_planted_spectrum
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
 from ._shapes import (
     CAPTION_PERTURBATIONS,
@@ -31,6 +32,8 @@ __all__ = [
     "load_nci_tpsa",
     "load_qm9",
     "load_wearable_example",
+    "make_context_blobs",
+    "make_planted_spectrum",
     "make_shape_scenes",
     "make_triangle_graphs",
     "make_wearable_cohort",

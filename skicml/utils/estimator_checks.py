@@ -48,9 +48,11 @@ def make_test_data(estimator, random_state=0):
 def outputs(estimator, X):
     """Everything an estimator computes from ``X``, as a dict of arrays."""
     result = {}
-    for method in ("predict_proba", "decision_function", "predict", "transform", "score_samples"):
+    for method in ("predict_proba", "decision_function", "predict", "transform", "score_samples", "conditional"):
         if hasattr(estimator, method):
-            result[method] = np.asarray(getattr(estimator, method)(X))
+            out = getattr(estimator, method)(X)
+            # A context's conditional matrix may be sparse.
+            result[method] = out.toarray() if hasattr(out, "toarray") else np.asarray(out)
     return result
 
 
@@ -94,6 +96,8 @@ def check_pickle_and_joblib_roundtrip(estimator, X, y):
 
 def check_in_pipeline(estimator, X, y):
     """The estimator is a working last step of a Pipeline."""
+    if not any(hasattr(estimator, m) for m in ("predict", "transform", "score_samples")):
+        return  # A context is a parameter of an estimator, not a pipeline step.
     pipeline = make_pipeline(FunctionTransformer(), clone(estimator)).fit(X, y)
     alone = clone(estimator).fit(X, y)
     _assert_same_outputs(pipeline, alone, X, "Pipeline vs estimator alone", exact=False)
@@ -147,7 +151,8 @@ def check_rejects_bad_input(estimator, X, y):
     _fit_expecting_value_error(estimator, X[:0], None if y is None else y[:0],
                                ("0 sample", "empty", "minimum of"))
     fitted = clone(estimator).fit(X, y)
-    method = next(m for m in ("predict", "transform", "score_samples") if hasattr(fitted, m))
+    method = next(m for m in ("predict", "transform", "score_samples", "conditional", "sample")
+                  if hasattr(fitted, m))
     bad_inputs = [
         (X[:, :-1], ("features", "n_features")),
         (X[0], ("2d", "2-d", "reshape", "dimension")),
