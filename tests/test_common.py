@@ -104,3 +104,13 @@ def test_every_estimator_declares_reasons():
     for estimator in ESTIMATORS:
         for check, reason in expected_failed_checks(estimator).items():
             assert isinstance(reason, str) and len(reason) > 10, (type(estimator).__name__, check)
+
+
+def test_estimators_left_out_of_the_common_checks_say_why_and_where_they_are_tested():
+    from skicml.utils import all_estimators
+    from skicml.utils._test_common import NOT_COMMON_TESTED
+
+    names = {name for name, _ in all_estimators()}
+    for name, reason in NOT_COMMON_TESTED.items():
+        assert name in names, f"{name} is not a public estimator"
+        assert "tests/" in reason and len(reason) > 40, name

@@ -22,8 +22,22 @@ def _finetuning_beats_the_probe(stdout):
     assert _mae(stdout, "fine-tuned GraphGPT") < _mae(stdout, "frozen backbone + ridge") < _mae(stdout, "constant (median)")
 
 
+def _tau_agrees_on_diabetes_and_not_on_digits(stdout):
+    pearson = dict(re.findall(r"^(\w+) \(.*Pearson\(tau, error\) = ([-+][0-9.]+)", stdout, re.M))
+    assert float(pearson["diabetes"]) > 0.3 and float(pearson["digits"]) < 0
+
+
+def _held_out_digits_are_recognised(stdout):
+    accuracy = float(re.search(r"held-out accuracy, 5-NN on the embedding: ([0-9.]+)", stdout).group(1))
+    assert accuracy > 0.9
+
+
 # What an example shows, checked on its printed output.
-OUTPUT_CHECKS = {"plot_molecule_regression": _finetuning_beats_the_probe}
+OUTPUT_CHECKS = {
+    "plot_molecule_regression": _finetuning_beats_the_probe,
+    "plot_context_choice": _tau_agrees_on_diabetes_and_not_on_digits,
+    "plot_out_of_sample_digits": _held_out_digits_are_recognised,
+}
 
 
 def test_examples_exist():

@@ -1,0 +1,46 @@
+"""The contexture benchmarks run and print what doc/performance.rst records."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_tau_benchmark_prints_the_correlations(capsys):
+    bench = _load("bench_contexture_tau")
+    bench.main(["--datasets", "iris", "wine", "--settings", "3", "--n-masks", "2", "--threads", "1"])
+    out = capsys.readouterr().out
+    assert "iris" in out and "wine" in out and "median Pearson" in out and "paper, 28 OpenML datasets" in out
+    assert "within one context type" in out
+
+
+def test_distance_correlation_is_one_for_a_linear_relation_and_zero_for_independence():
+    bench = _load("bench_contexture_tau")
+    a = np.arange(20.0)
+    assert bench.distance_correlation(a, 3 * a + 1) == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    assert bench.distance_correlation(rng.normal(size=400), rng.normal(size=400)) < 0.15
+
+
+@pytest.mark.parametrize("name", ["contexture-knn", "spectral", "contexture-rbf", "kernel-pca"])
+def test_spectrum_benchmark_contenders_fit_and_report(name, capsys):
+    bench = _load("bench_contexture_spectrum")
+    bench.fit_one(name, 1100, threads=1)
+    out = capsys.readouterr().out
+    assert '"fit_s"' in out and '"peak_mb"' in out and '"accuracy"' in out
+    assert ('"transform_s"' in out) == name.startswith("contexture")
