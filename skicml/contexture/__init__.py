@@ -8,6 +8,10 @@ spectrum alone scores the context without labels.
 
 - :class:`ContextureEmbedding` computes the top singular functions exactly,
   embeds new rows, and scores its context (``score`` is ``-tau``).
+- :class:`NeuralContexture` learns them with a torch encoder (spectral
+  contrastive, VICReg or low-rank objective), also from sampling contexts
+  (augmentations) that have no exact operator, and recovers the spectrum
+  by the paper's post-hoc eigenproblem.
 - The contexts (:class:`KNNContext`, :class:`RBFContext`,
   :class:`MaskedContext`, :class:`LabelContext`, :class:`GraphContext`,
   :class:`TeacherFeatureContext`, :class:`MixtureContext`,
@@ -32,6 +36,7 @@ from ._contexts import (
     TeacherFeatureContext,
 )
 from ._embedding import ContextureEmbedding
+from ._neural import NeuralContexture
 
 __all__ = [
     "ContextureEmbedding",
@@ -44,6 +49,7 @@ __all__ = [
     "LabelContext",
     "MaskedContext",
     "MixtureContext",
+    "NeuralContexture",
     "RBFContext",
     "RandomCropContext",
     "TeacherFeatureContext",

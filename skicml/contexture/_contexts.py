@@ -51,9 +51,11 @@ __all__ = [
     "TeacherFeatureContext",
 ]
 
-# Above this many kernel entries (256 MiB of float64) the RBF context keeps
-# its kernel implicit and multiplies through skicml::rbf_context_matmul.
-_MAX_DENSE_ENTRIES = 2**25
+# Above this many kernel entries (64 MiB of float64, about 2,900 rows) the
+# RBF context keeps its kernel implicit and multiplies through
+# skicml::rbf_context_matmul, which is also the faster of the two from about
+# 5,000 rows on (doc/performance.rst).
+_MAX_DENSE_ENTRIES = 2**23
 _MIN_SAMPLES = 3
 
 
@@ -464,27 +466,33 @@ class RBFContext(_ConditionalContext):
         if self.truncate is None and n * m > _MAX_DENSE_ENTRIES:
             return _RBFConditional(X, self.anchors_, self.gamma_, masks)
         keeps = [None] if masks is None else [np.flatnonzero(mask) for mask in masks]
-        W = None
-        for keep in keeps:
-            W_j = self._one_mask(X, keep)
-            W = W_j if W is None else W + W_j
-        return W / len(keeps)
+        chunk = max(1, _MAX_DENSE_ENTRIES // (8 * m))
+        if self.truncate is not None:
+            blocks = [sum(self._rows(X[start:start + chunk], keep) for keep in keeps) / len(keeps)
+                      for start in range(0, n, chunk)]
+            return sp.vstack(blocks, format="csr")
+        # Filled block by block in place: the dense kernel exists once.
+        W = np.zeros((n, m))
+        for start in range(0, n, chunk):
+            block = W[start:start + chunk]
+            for keep in keeps:
+                block += self._rows(X[start:start + chunk], keep)
+        if len(keeps) > 1:
+            W /= len(keeps)
+        return W
 
-    def _one_mask(self, X, keep):
-        chunk = max(1, _MAX_DENSE_ENTRIES // (8 * self.anchors_.shape[0]))
-        blocks = []
-        for start in range(0, X.shape[0], chunk):
-            d2 = _squared_distances(X[start:start + chunk], self.anchors_, keep)
-            # Shifting by each row's nearest distance cancels in the row
-            # normalisation and keeps rows far from every anchor from
-            # underflowing to zero.
-            K = np.exp(-self.gamma_ * (d2 - d2.min(axis=1, keepdims=True)))
-            if self.truncate is not None:
-                K = _keep_largest(K, self.truncate)
-                blocks.append(sp.csr_matrix(sp.diags(1.0 / np.asarray(K.sum(1)).ravel()) @ K))
-            else:
-                blocks.append(K / K.sum(axis=1, keepdims=True))
-        return sp.vstack(blocks, format="csr") if self.truncate is not None else np.vstack(blocks)
+    def _rows(self, X, keep):
+        """Row-normalised kernel rows of ``X`` on the features ``keep``."""
+        d2 = _squared_distances(X, self.anchors_, keep)
+        # Shifting by each row's nearest distance cancels in the row
+        # normalisation and keeps rows far from every anchor from
+        # underflowing to zero.
+        K = np.exp(-self.gamma_ * (d2 - d2.min(axis=1, keepdims=True)))
+        if self.truncate is not None:
+            K = _keep_largest(K, self.truncate)
+            return sp.csr_matrix(sp.diags(1.0 / np.asarray(K.sum(1)).ravel()) @ K)
+        K /= K.sum(axis=1, keepdims=True)
+        return K
 
 
 def _keep_largest(K, k):
@@ -1332,7 +1340,10 @@ class FeatureCorruptionContext(_SamplingContext):
 
 class CutmixContext(_SamplingContext):
     """Cutmix for tables: each feature is taken, with probability
-    ``corruption_rate``, from the same feature of another row of ``X``.
+    ``corruption_rate``, from the same feature of a random fit row.
+
+    Partners come from the fit rows, not from the rows being viewed, so a
+    row's views do not depend on the batch it is drawn with.
 
     Parameters
     ----------
@@ -1359,10 +1370,14 @@ class CutmixContext(_SamplingContext):
     def __init__(self, corruption_rate=0.5):
         self.corruption_rate = corruption_rate
 
+    def _fit_views(self, X):
+        super()._fit_views(X)
+        self._rows = X.copy()
+
     def _view(self, X, rng):
-        partner = rng.randint(X.shape[0], size=X.shape[0])
+        partner = self._rows[rng.randint(self._rows.shape[0], size=X.shape[0])]
         corrupt = rng.random_sample(X.shape) < self.corruption_rate
-        return np.where(corrupt, X[partner], X)
+        return np.where(corrupt, partner, X)
 
 
 class GaussianNoiseContext(_SamplingContext):

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..utils.param_validation import HasMethods, Interval, StrOptions, fit_context
 from ._contexts import GraphContext, _resolve_context
-from .metrics import context_tau, spectral_decay_rate
+from .metrics import _fitted_score, spectral_decay_rate
 
 __all__ = ["ContextureEmbedding"]
 
@@ -50,14 +50,17 @@ def _dense(Q):
     return Q.toarray() if sp.issparse(Q) else np.asarray(Q)
 
 
-def _randomized_svd(A, k, n_iter, rng, oversamples=10):
+def _randomized_svd(A, k, n_iter, rng, oversamples=None):
     """Halko-Martinsson-Tropp randomized SVD of any operator with ``@`` and ``.H``.
 
     scikit-learn's ``randomized_svd`` needs an array or a sparse matrix;
-    the implicit RBF operator is neither.
+    the implicit RBF operator is neither. Contexts have clustered singular
+    values near 1, where 10 extra directions leave the 32nd eigenvalue of a
+    kNN context 4e-3 off; ``k`` extra directions (the default) bring it to
+    1e-4 for 1.5 times the time.
     """
     n, m = A.shape
-    size = min(k + oversamples, n, m)
+    size = min(k + (max(10, k) if oversamples is None else oversamples), n, m)
     basis = A @ rng.standard_normal((m, size))
     basis, _ = np.linalg.qr(basis)
     for _ in range(n_iter):
@@ -282,7 +285,8 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         self.singular_values_ = s
         self.eigenvalues_ = s**2
         self.anchor_functions_ = V * self.context_.anchor_scale_[:, None]
-        self.tau_, self.optimal_n_components_, self.tau_curve_ = self._score_spectrum(self.eigenvalues_)
+        self.tau_, self.optimal_n_components_, self.tau_curve_ = _fitted_score(
+            self.eigenvalues_, self.max_components, self.beta)
         self.decay_rate_ = float(spectral_decay_rate(self.eigenvalues_))
         if rows is None:
             # The out-of-sample formula on the fit rows, rather than U itself,
@@ -293,17 +297,6 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         else:
             self.embedding_ = self.transform(X)
         return self
-
-    def _score_spectrum(self, eigenvalues):
-        if eigenvalues.size < 2:
-            return float("inf"), 1, np.full(max(eigenvalues.size - 1, 0), np.inf)
-        with warnings.catch_warnings():
-            # An abstaining score is still the score; the warning belongs to
-            # users of context_tau, not to every fit.
-            warnings.simplefilter("ignore")
-            tau, d_star, curve = context_tau(eigenvalues, max_components=self.max_components, beta=self.beta,
-                                             return_curve=True)
-        return float(tau), int(d_star), np.asarray(curve, dtype=np.float64)
 
     def _spectrum(self, context, rng):
         """``(U, s, V)``: the non-trivial singular triplets of the context's operator."""

@@ -211,6 +211,20 @@ def context_tau(eigenvalues, max_components=512, beta=1.0, return_curve=False, a
 
 
 @validate_params({"eigenvalues": ["array-like"]}, prefer_skip_nested_validation=True)
+def _fitted_score(eigenvalues, max_components, beta):
+    """``(tau, d_star, curve)`` of an estimator's fit, without the abstain warning.
+
+    An abstaining score is still the score an estimator stores; the warning
+    is for callers of :func:`context_tau`, not for every fit.
+    """
+    if eigenvalues.size < 2:
+        return float("inf"), 1, np.full(max(eigenvalues.size - 1, 0), np.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tau, d_star, curve = context_tau(eigenvalues, max_components=max_components, beta=beta, return_curve=True)
+    return float(tau), int(d_star), np.asarray(curve, dtype=np.float64)
+
+
 def spectral_decay_rate(eigenvalues):
     """Decay rate ``lambda`` of the spectrum, from ``s_i^2 ~ exp(-lambda i)``.
 

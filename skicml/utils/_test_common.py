@@ -63,6 +63,10 @@ TEST_PARAMS = {
     "MaskedContext": dict(base="knn_test", n_masks=3, random_state=0),
     "MixtureContext": dict(contexts=["knn_test", "rbf"]),
     "ConvolutionContext": dict(first="knn_test", second="knn_test"),
+    # The default (sampling) context with averaged views; tests/contexture/test_neural.py
+    # also runs check_estimator with an exact context.
+    "NeuralContexture": dict(n_components=2, hidden_sizes=(16,), max_epochs=2, n_eval_views=2, dtype="float64",
+                             random_state=0, device="cpu"),
 }
 
 #: Estimators scikit-learn's checks cannot exercise at all, with the reason
