@@ -301,3 +301,19 @@ def test_transform_refuses_a_different_width():
     embedding = ContextureEmbedding(KNNContext(5), n_components=2, max_components=5).fit(np.eye(10))
     with pytest.raises(ValueError, match="features"):
         embedding.transform(np.eye(10)[:, :3])
+
+
+def test_a_context_that_leaves_a_row_without_context_is_refused():
+    W, *_ = make_planted_spectrum(12, 12, (0.5,), random_state=0)
+    W[3] = 0.0
+    with pytest.raises(ValueError, match="no context"):
+        ContextureEmbedding(PlantedContext(W), n_components=1, max_components=3).fit(np.arange(12).reshape(-1, 1))
+
+
+def test_anchors_no_row_reaches_are_dropped():
+    W, *_ = make_planted_spectrum(12, 12, (0.5,), random_state=0)
+    W = np.hstack([W, np.zeros((12, 2))])
+    embedding = ContextureEmbedding(PlantedContext(W), n_components=1, max_components=3).fit(
+        np.arange(12).reshape(-1, 1))
+    assert embedding.context_.n_anchors_ == 12 and embedding.anchor_functions_.shape[0] == 12
+    assert embedding.singular_values_[0] == pytest.approx(0.5)
