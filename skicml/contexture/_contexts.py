@@ -110,7 +110,17 @@ def _scale(W, rows, columns):
     return W * rows[:, None] * columns[None, :]
 
 
-class _DiagonalScaled(LinearOperator):
+class _MatmatOperator(LinearOperator):
+    """A LinearOperator defined by its ``_matmat`` and ``_rmatmat`` alone."""
+
+    def _matvec(self, v):
+        return self._matmat(v.reshape(-1, 1)).ravel()
+
+    def _rmatvec(self, u):
+        return self._rmatmat(u.reshape(-1, 1)).ravel()
+
+
+class _DiagonalScaled(_MatmatOperator):
     """``diag(rows) @ W @ diag(columns)`` for an implicit ``W``."""
 
     def __init__(self, W, rows, columns):
@@ -122,12 +132,6 @@ class _DiagonalScaled(LinearOperator):
 
     def _rmatmat(self, U):
         return self.columns[:, None] * (self.W.H @ (self.rows[:, None] * U))
-
-    def _matvec(self, v):
-        return self._matmat(v.reshape(-1, 1)).ravel()
-
-    def _rmatvec(self, u):
-        return self._rmatmat(u.reshape(-1, 1)).ravel()
 
 
 class _ConditionalContext(BaseContext):
@@ -353,7 +357,7 @@ def _squared_distances(X, anchors, keep=None):
     return np.maximum(d2, 0.0)
 
 
-class _RBFConditional(LinearOperator):
+class _RBFConditional(_MatmatOperator):
     """``W = mean_j diag(1 / r_j) K_j`` kept implicit, through ``skicml::rbf_context_matmul``.
 
     ``K_j`` is the Gaussian kernel of the rows and the anchors on the
@@ -388,12 +392,6 @@ class _RBFConditional(LinearOperator):
         u = torch.as_tensor(np.ascontiguousarray(U), dtype=torch.float64)
         out = self._matmul(self.anchors, self.x, u, self.gamma, masks=self.masks, col_scale=self.row_scale)
         return out.numpy()
-
-    def _matvec(self, v):
-        return self._matmat(v.reshape(-1, 1)).ravel()
-
-    def _rmatvec(self, u):
-        return self._rmatmat(u.reshape(-1, 1)).ravel()
 
 
 class RBFContext(_ConditionalContext):
@@ -1021,7 +1019,7 @@ def _hstack(blocks):
     return np.hstack(blocks)
 
 
-class _HorizontalStack(LinearOperator):
+class _HorizontalStack(_MatmatOperator):
     def __init__(self, blocks):
         self.blocks = [aslinearoperator(block) for block in blocks]
         self.widths = np.cumsum([0] + [block.shape[1] for block in blocks])
@@ -1032,12 +1030,6 @@ class _HorizontalStack(LinearOperator):
 
     def _rmatmat(self, U):
         return np.vstack([block.H @ U for block in self.blocks])
-
-    def _matvec(self, v):
-        return self._matmat(v.reshape(-1, 1)).ravel()
-
-    def _rmatvec(self, u):
-        return self._rmatmat(u.reshape(-1, 1)).ravel()
 
 
 def _weighted(W, weight):

@@ -15,7 +15,7 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..utils.param_validation import HasMethods, Interval, StrOptions, fit_context
-from ._contexts import GraphContext, _resolve_context
+from ._contexts import GraphContext, _MatmatOperator, _resolve_context
 from .metrics import _fitted_score, spectral_decay_rate
 
 __all__ = ["ContextureEmbedding"]
@@ -24,7 +24,7 @@ __all__ = ["ContextureEmbedding"]
 _DENSE_LIMIT = 2000
 
 
-class _Deflated(LinearOperator):
+class _Deflated(_MatmatOperator):
     """``Q - u0 v0^T``: the operator without its trivial (constant) mode."""
 
     def __init__(self, Q, u0, v0):
@@ -36,12 +36,6 @@ class _Deflated(LinearOperator):
 
     def _rmatmat(self, U):
         return self.Q.H @ U - np.outer(self.v0, self.u0 @ U)
-
-    def _matvec(self, v):
-        return self._matmat(v.reshape(-1, 1)).ravel()
-
-    def _rmatvec(self, u):
-        return self._rmatmat(u.reshape(-1, 1)).ravel()
 
 
 def _dense(Q):
