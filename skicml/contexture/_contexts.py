@@ -82,12 +82,6 @@ class BaseContext(BaseEstimator):
         return {"accept_sparse": False, "dtype": np.float64}
 
 
-def _validate_rows(context, X, reset, accept_sparse=False):
-    X = validate_data(context, X, reset=reset, accept_sparse=accept_sparse, dtype=np.float64,
-                      ensure_min_samples=_MIN_SAMPLES if reset else 1)
-    return X
-
-
 def _row_sums(W):
     if isinstance(W, LinearOperator):
         return W.matvec(np.ones(W.shape[1]))
@@ -150,7 +144,8 @@ class _ConditionalContext(BaseContext):
         return self._raw_conditional(X)
 
     def _validate(self, X, reset):
-        return _validate_rows(self, X, reset, accept_sparse=self._input_rules()["accept_sparse"])
+        return validate_data(self, X, reset=reset, accept_sparse=self._input_rules()["accept_sparse"],
+                             dtype=np.float64, ensure_min_samples=_MIN_SAMPLES if reset else 1)
 
     @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
@@ -1136,10 +1131,6 @@ class MixtureContext(_ConditionalContext):
 
     def _raw_conditional(self, X):
         return self._combine([context.conditional(X) for context in self.contexts_])
-
-    def _validate(self, X, reset):
-        # The mixed contexts validate for themselves; here only the bookkeeping.
-        return _validate_rows(self, X, reset, accept_sparse=self._input_rules()["accept_sparse"])
 
 
 class ConvolutionContext(_ConditionalContext):

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, eigsh, svds
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -251,8 +251,6 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                 f"{type(context).__name__} draws random views and has no exact operator; ContextureEmbedding "
                 "needs an exact context (kNN, RBF, masked, label, graph, teacher, mixture, convolution)."
             )
-        from sklearn.base import clone
-
         X = self._validate(X, context, reset=True)
         n = X.shape[0] if hasattr(X, "shape") else len(X)
         rng = check_random_state(self.random_state)
