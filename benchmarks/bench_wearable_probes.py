@@ -15,7 +15,18 @@ then one probe per health label scored on people never seen by the probe
   with the paper's contrastive objective and the same budget (``--epochs``)
   on the pretraining cohort;
 - ``wbm+sensor``: the shipped encoder's embedding concatenated with the
-  cohort's simulated sensor (PPG-like) embedding, the paper's fusion.
+  cohort's simulated sensor (PPG-like) embedding, the paper's fusion;
+- ``summary+days``: the summary statistics plus each day's mean, maximum,
+  minimum and observed share of every variable (336 more columns, those of
+  ``bench_wearable_baseline_features.py``), into the same linear probes;
+- ``wbm+summary``: the shipped encoder's embedding concatenated with the
+  summary statistics, which tells whether the embedding adds to them.
+
+``--temporal-labels`` draws the evaluation cohort with
+``make_wearable_cohort(..., temporal_labels=True)``: the same people and
+labels plus three whose signal is in the timing of sleep and activity
+(``social_jet_lag``, ``sleep_irregularity``, ``phase_shift``), and
+``--skip-hgb`` leaves out ``summary+HGB``, the slowest contender.
 
 The pretraining and evaluation cohorts are drawn with different seeds, so the
 evaluation people are new to every encoder. Prints AUROC (binary labels) and
@@ -28,6 +39,7 @@ interval is.
     python benchmarks/bench_wearable_probes.py                 # the recorded run
     python benchmarks/bench_wearable_probes.py --quick         # smoke test
     python benchmarks/bench_wearable_probes.py --eval-people 2000 --skip-pretraining
+    python benchmarks/bench_wearable_probes.py --eval-people 2000 --skip-pretraining --skip-hgb --temporal-labels
 """
 
 import argparse
@@ -40,6 +52,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostin
 
 from skicml.datasets import make_wearable_cohort, wearable_week_labels
 from skicml.wearable import WearableEncoder, WeeklySummaryFeatures, evaluate_probes
+
+from bench_wearable_baseline_features import _day_statistics
 
 
 def main():
@@ -56,6 +70,9 @@ def main():
                         help="draws of the paired person-level bootstrap behind the intervals")
     parser.add_argument("--skip-pretraining", action="store_true",
                         help="leave out the encoders pretrained from scratch (mamba2, transformer)")
+    parser.add_argument("--temporal-labels", action="store_true",
+                        help="evaluate on a cohort with the temporal-pattern labels as well")
+    parser.add_argument("--skip-hgb", action="store_true", help="leave out summary+HGB")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -67,7 +84,7 @@ def main():
     )
     X, meta, y_static, y_weekly, sensor = make_wearable_cohort(
         n_people=args.eval_people, n_weeks=args.weeks, effect_size=args.effect_size,
-        return_sensor_embedding=True, random_state=2024,
+        return_sensor_embedding=True, temporal_labels=args.temporal_labels, random_state=2024,
     )
     labels = wearable_week_labels(meta, y_static, y_weekly)
     groups = meta["person_id"].to_numpy()
@@ -77,12 +94,14 @@ def main():
 
     features, timing = {}, {}
     features["summary+LR"] = WeeklySummaryFeatures().fit_transform(X)
+    features["summary+days"] = np.hstack([features["summary+LR"], _day_statistics(X).reshape(len(X), -1)])
 
     shipped = WearableEncoder(pretrained=args.pretrained).fit(X)
     start = time.perf_counter()
     features["wbm-shipped"] = shipped.transform(X)
     timing["wbm-shipped"] = (np.nan, len(X) / (time.perf_counter() - start))
     features["wbm+sensor"] = np.hstack([features["wbm-shipped"], sensor])
+    features["wbm+summary"] = np.hstack([features["wbm-shipped"], features["summary+LR"]])
     features["sensor only"] = sensor
 
     # The control has the shipped network's architecture, with random weights.
@@ -110,12 +129,13 @@ def main():
         metrics = report["metric"]
         if name != "summary+LR":
             gains[name] = report[["gain", "gain_ci_low", "gain_ci_high"]]
-    hgb = evaluate_probes(
-        baseline, labels, groups,
-        classifier=HistGradientBoostingClassifier(random_state=0),
-        regressor=HistGradientBoostingRegressor(random_state=0),
-    )
-    scores["summary+HGB"] = hgb.set_index("task")["score"]
+    if not args.skip_hgb:
+        hgb = evaluate_probes(
+            baseline, labels, groups,
+            classifier=HistGradientBoostingClassifier(random_state=0),
+            regressor=HistGradientBoostingRegressor(random_state=0),
+        )
+        scores["summary+HGB"] = hgb.set_index("task")["score"]
     table = pd.DataFrame(scores)
     table.insert(0, "metric", metrics)
     print("\nProbe scores on held-out people (AUROC higher is better; sleep_duration is MAE in hours, lower is better)")

@@ -18,9 +18,10 @@ stream derived from ``random_state``, so ``variables=["heart_rate_bpm"]`` gives
 exactly the heart-rate channel of ``variables="full"``.
 
 Every dependence of the data on a labelled trait (age, sex through
-pregnancy eligibility, sleep disorder, beta blocker, pregnancy, infection) is
-multiplied by ``effect_size``, so ``effect_size=0`` is a true null model in
-which no label can be predicted from ``X``.
+pregnancy eligibility, sleep disorder, beta blocker, pregnancy, infection,
+and the opt-in temporal-pattern labels) is multiplied by ``effect_size``,
+so ``effect_size=0`` is a true null model in which no label can be
+predicted from ``X``.
 """
 
 import importlib.util
@@ -85,6 +86,10 @@ _MISSINGNESS = ("realistic", "none", "mcar")
 # The health labels of a cohort, in the column order of wearable_week_labels.
 _STATIC_LABELS = ("age_group", "sleep_disorder", "beta_blocker")
 _WEEKLY_LABELS = ("pregnancy", "infection", "sleep_duration")
+# The temporal-pattern labels of temporal_labels=True, which follow them.
+_TEMPORAL_STATIC_LABELS = ("social_jet_lag", "sleep_irregularity")
+_TEMPORAL_WEEKLY_LABELS = ("phase_shift",)
+_TEMPORAL_LABELS = _TEMPORAL_STATIC_LABELS + _TEMPORAL_WEEKLY_LABELS
 
 
 def _resolve_variables(variables):
@@ -189,8 +194,9 @@ class _Cohort:
     the hours from 12:00 of day ``n - 1`` to 11:59 of day ``n`` belong to it.
     """
 
-    def __init__(self, n_people, n_weeks, effect_size, entropy):
+    def __init__(self, n_people, n_weeks, effect_size, entropy, temporal_labels=False):
         self.P, self.W = n_people, n_weeks
+        self.temporal_labels = temporal_labels
         self.D = 7 * n_weeks
         self.T = _HOURS * n_weeks
         self.es = effect_size
@@ -278,14 +284,30 @@ class _Cohort:
         weekend_morning = (np.arange(N) % 7) >= 5
         sigma_onset = onset_sd + 1.0 * es * sleep_disorder
         waso_prob = np.clip(waso_base + 0.15 * es * sleep_disorder, 0.0, 1.0)
+        # clock_night and clock_day move the sleep and activity clock by hours
+        # (per night, per day); both are zero without the temporal labels, and
+        # adding 0.0 leaves every value bit-identical to a cohort without them.
+        clock_night, clock_day = np.zeros((P, N)), np.zeros((P, D))
+        waso_night = np.broadcast_to(waso_prob[:, None], (P, N))
+        if self.temporal_labels:
+            temporal = self._temporal_labels(weekend_morning, weekend_morning[:D])
+            clock_night, clock_day = temporal["clock_night"], temporal["clock_day"]
+            sigma_onset = sigma_onset + temporal["extra_onset_sd"]
+            waso_night = np.clip(waso_prob[:, None] * temporal["waso_factor"], 0.0, 1.0)
         latency_mean = latency_base + 25.0 * es * sleep_disorder
         duration = np.clip(rng.normal(
             (sleep_need - 0.3 * es * sleep_disorder)[:, None]
             + es * (1.0 * infection_level + 0.5 * preg_early), 0.7), 2.5, 13.0)
         midpoint = (24.0 * np.arange(N)[None, :] + chronotype[:, None]
-                    + weekend_shift[:, None] * weekend_morning[None, :])
-        onset = _to_minute(midpoint - duration / 2.0
-                           + sigma_onset[:, None] * rng.standard_normal((P, N)))
+                    + weekend_shift[:, None] * weekend_morning[None, :] + clock_night)
+        onset_z = rng.standard_normal((P, N))
+        onset = _to_minute(midpoint - duration / 2.0 + sigma_onset[:, None] * onset_z)
+        if self.temporal_labels:
+            # The day of an irregular sleeper follows the extra jitter of the
+            # nights on either side, so that sleeping early does not simply
+            # delete the evening's steps (a level shift of the week's steps).
+            extra = temporal["extra_onset_sd"][:, None]
+            clock_day = clock_day + extra * (onset_z[:, :D] + onset_z[:, 1:]) / 2.0
         latency = _to_minute(np.clip(rng.normal(latency_mean[:, None], 10.0, (P, N)), 1.0, 120.0)
                              / 60.0)
         duration = _to_minute(duration)
@@ -299,7 +321,7 @@ class _Cohort:
                                    - np.maximum(lo, bed[..., None]), 0, 1) * 60.0)
         asleep_ov = np.rint(np.clip(np.minimum(lo + 1, wake[..., None])
                                     - np.maximum(lo, onset[..., None]), 0, 1) * 60.0)
-        awakening = (rng.random(hours.shape) < waso_prob[:, None, None]) & (asleep_ov > 0)
+        awakening = (rng.random(hours.shape) < waso_night[..., None]) & (asleep_ov > 0)
         waso = np.where(awakening, np.minimum(rng.integers(5, 31, hours.shape), asleep_ov), 0)
         asleep_ov = asleep_ov - waso
         self.night_sleep_hours = asleep_ov.sum(-1) / 60.0  # (P, N), before missingness
@@ -328,7 +350,8 @@ class _Cohort:
         # Steps: daily volume spread over a three-peak circadian profile that
         # follows the person's chronotype, zero while in bed, plus workouts.
         weekend_day = (np.arange(D) % 7) >= 5
-        shift = chronotype[:, None] + weekend_shift[:, None] * weekend_day[None, :] - 3.5
+        shift = (chronotype[:, None] + weekend_shift[:, None] * weekend_day[None, :] - 3.5
+                 + clock_day)
         x = np.arange(24) + 0.5
         profile = np.zeros((P, D, 24))
         for centre, mix, width in ((8.5, 0.3, 1.5), (12.5, 0.2, 1.5), (18.0, 0.5, 2.0)):
@@ -384,6 +407,8 @@ class _Cohort:
                            weight=weight)
         self.labels = dict(sleep_disorder=sleep_disorder, beta_blocker=beta_blocker,
                            pregnancy=preg_week, infection=infection_week)
+        if self.temporal_labels:
+            self.labels.update({name: temporal[name] for name in _TEMPORAL_LABELS})
         self.preg_mass, self.preg_ramp30 = preg_mass, preg_ramp30
         self.infection_level = infection_level
         self.wake = wake
@@ -393,6 +418,63 @@ class _Cohort:
         self.rhr_base, self.rhr_day = rhr_base, rhr_day
         self.hr_slope = np.clip(hr_slope - 5.0 * es * beta_blocker, 0.0, None)
         self.hrv_night, self.resp_night, self.temp_night = hrv_night, resp_night, temp_night
+
+    def _temporal_labels(self, free_night, free_day):
+        """Draw the temporal-pattern labels and the timing changes they cause.
+
+        Their randomness comes from a stream of its own, so the draws of every
+        other label and trait are those of a cohort without them. Each effect
+        moves *when* sleep and activity happen, not how much of them there
+        is, so that weekly means and standard deviations of the hourly values
+        stay (nearly) those of the unaffected people:
+
+        - ``social_jet_lag`` (20% of people): the sleep and activity clock
+          runs ``3 * es`` hours later on free days (the nights before
+          Saturday and Sunday mornings) than on workdays, on top of the
+          weekend shift everyone has; the shift is split so that the
+          person's mean clock over the week is unchanged (workdays
+          ``-3 es 2/7`` h, free days ``+3 es 5/7`` h).
+        - ``sleep_irregularity`` (20% of people): the night-to-night SD of
+          sleep onset grows by ``1.25 * es`` hours, and awakenings vary from
+          night to night: each night's awakening probability is the person's
+          times ``1 + c`` or ``1 - c`` with equal chance, ``c = min(0.9 es,
+          1)``, so its mean over nights is unchanged.
+        - ``phase_shift`` (weekly, 10% of weeks, as after travel across time
+          zones): from the night before a random day between Tuesday and
+          Friday to the end of the week, the clock runs ``es * U(3, 6)``
+          hours early or late (equal chance), and the person is back on
+          their own clock from Monday.
+        """
+        P, W, D, es = self.P, self.W, self.D, self.es
+        N = D + 1
+        rng = self.rng(5)
+        social_jet_lag = rng.random(P) < 0.2
+        irregular = rng.random(P) < 0.2
+        trip = rng.random((P, W)) < 0.1
+        trip_day = rng.integers(1, 5, (P, W))
+        trip_hours = rng.uniform(3.0, 6.0, (P, W)) * np.where(rng.random((P, W)) < 0.5, -1.0, 1.0)
+        fragmentation = np.where(rng.random((P, N)) < 0.5, -1.0, 1.0)
+
+        gap = 3.0 * es * social_jet_lag[:, None]
+        clock_night = gap * np.where(free_night, 5.0 / 7.0, -2.0 / 7.0)[None, :]
+        clock_day = gap * np.where(free_day, 5.0 / 7.0, -2.0 / 7.0)[None, :]
+        # The extra night N - 1 = D has its morning on the Monday after the
+        # window, so no trip reaches it.
+        weekday = np.arange(D) % 7
+        away = trip[:, np.arange(D) // 7] & (weekday[None, :] >= trip_day[:, np.arange(D) // 7])
+        travel = es * np.where(away, trip_hours[:, np.arange(D) // 7], 0.0)
+        clock_day = clock_day + travel
+        clock_night = clock_night + np.concatenate([travel, np.zeros((P, 1))], axis=1)
+        c = min(0.9 * es, 1.0)
+        return {
+            "social_jet_lag": social_jet_lag,
+            "sleep_irregularity": irregular,
+            "phase_shift": trip,
+            "clock_night": clock_night,
+            "clock_day": clock_day,
+            "extra_onset_sd": 1.25 * es * irregular,
+            "waso_factor": 1.0 + c * fragmentation * irregular[:, None],
+        }
 
     # -------------------------------------------------------------- helpers
     def _per_person(self, values):
@@ -632,6 +714,7 @@ def make_wearable_cohort(
     label_noise=0.0,
     return_sensor_embedding=False,
     as_long_frame=False,
+    temporal_labels=False,
     random_state=None,
 ):
     """Generate a synthetic cohort of hourly wearable data with health labels.
@@ -663,6 +746,25 @@ def make_wearable_cohort(
     - ``sleep_duration`` (weekly regression target): the true mean nightly
       sleep of the week (hours asleep, awakenings excluded, before any
       missingness), over the seven nights whose morning falls in the week.
+
+    With ``temporal_labels=True`` three more labels act on *when* sleep and
+    activity happen rather than on how much of them there is, so that the
+    weekly mean and standard deviation of every variable carry little of
+    their signal and the hour-by-hour order carries it:
+
+    - ``social_jet_lag`` (static, 20%): the sleep and activity clock runs
+      3 h later on free days (the nights before Saturday and Sunday) than on
+      workdays, on top of everyone's weekend shift, with the person's mean
+      clock over the week unchanged (workdays 6/7 h earlier, free days
+      15/7 h later).
+    - ``sleep_irregularity`` (static, 20%): the night-to-night SD of sleep
+      onset grows by 1.25 h (the day's activity follows), and each night's
+      awakening probability is the person's times 1.9 or 0.1 with equal
+      chance, which keeps its mean over nights.
+    - ``phase_shift`` (weekly, 10% of weeks, as after travel across time
+      zones): from the night before a random day between Tuesday and Friday
+      to the end of the week, sleep and activity run 3-6 h early or late
+      (equal chance); the person is back on their own clock on Monday.
 
     Parameters
     ----------
@@ -717,6 +819,19 @@ def make_wearable_cohort(
         Return ``X`` as a long DataFrame of the observed cells instead of the
         array.
 
+    temporal_labels : bool, default=False
+        Also simulate the temporal-pattern labels ``social_jet_lag``,
+        ``sleep_irregularity`` (columns of ``y_static``) and ``phase_shift``
+        (a column of ``y_weekly``) and their effects on the data. Their
+        randomness has a stream of its own, so the other labels, the traits
+        and ``meta`` are those of the same ``random_state`` without them; the
+        data of people and weeks that a temporal label touches change, and
+        so (through the random draws of the step counts) do other people's
+        step-derived channels. At ``effect_size=0`` ``X`` is identical to the
+        cohort without them. Their effects scale with ``effect_size`` (the
+        hours of shift and of extra onset SD; the spread of awakenings up to
+        its bound at ``effect_size=1/0.9``).
+
     random_state : int, RandomState instance or None, default=None
         Determines all random draws. Pass an int for reproducible output
         across multiple function calls.
@@ -740,12 +855,14 @@ def make_wearable_cohort(
         One row per person, indexed by ``person_id``: the binary labels
         ``age_group``, ``sleep_disorder`` and ``beta_blocker`` (0/1) and the
         traits ``age`` (years), ``sex`` (``"F"`` or ``"M"``) and ``bmi``
-        (kg/m2).
+        (kg/m2); with ``temporal_labels=True`` then ``social_jet_lag`` and
+        ``sleep_irregularity`` (0/1).
 
     y_weekly : pandas.DataFrame
         One row per week, aligned with the rows of ``X``: ``person_id``,
         ``week``, the binary labels ``pregnancy`` and ``infection`` (0/1)
-        and ``sleep_duration`` (hours).
+        and ``sleep_duration`` (hours); with ``temporal_labels=True`` then
+        ``phase_shift`` (0/1).
 
     sensor_embedding : ndarray of shape (n_people * n_weeks, 8), dtype float32
         Only returned when ``return_sensor_embedding=True``.
@@ -780,7 +897,8 @@ def make_wearable_cohort(
     label_noise = check_real(label_noise, "label_noise", 0.0, 0.5)
 
     entropy = check_random_state(random_state).randint(0, 2 ** 31 - 1, size=4).tolist()
-    cohort = _Cohort(n_people, n_weeks, effect_size, entropy)
+    temporal_labels = bool(temporal_labels)
+    cohort = _Cohort(n_people, n_weeks, effect_size, entropy, temporal_labels)
     P, W = n_people, n_weeks
 
     X = np.empty((P * W, _HOURS, len(names)), dtype=np.float32)
@@ -827,6 +945,13 @@ def make_wearable_cohort(
         "infection": noisy(cohort.labels["infection"]).ravel(),
         "sleep_duration": sleep_week.ravel(),
     })
+    # After every other label, so that their flips draw what they draw
+    # without the temporal labels.
+    if temporal_labels:
+        for task in _TEMPORAL_STATIC_LABELS:
+            y_static[task] = noisy(cohort.labels[task])
+        for task in _TEMPORAL_WEEKLY_LABELS:
+            y_weekly[task] = noisy(cohort.labels[task]).ravel()
 
     if as_long_frame:
         X = _long_frame(X, names, W)
@@ -862,7 +987,9 @@ def wearable_week_labels(meta, y_static, y_weekly):
         One row per week (a fresh range index) and the columns
         ``age_group``, ``sleep_disorder``, ``beta_blocker``, ``pregnancy``,
         ``infection`` and ``sleep_duration``. The traits ``age``, ``sex`` and
-        ``bmi`` are left out.
+        ``bmi`` are left out. A cohort drawn with ``temporal_labels=True``
+        adds ``social_jet_lag`` and ``sleep_irregularity`` after the static
+        labels and ``phase_shift`` at the end.
 
     Examples
     --------
@@ -874,8 +1001,9 @@ def wearable_week_labels(meta, y_static, y_weekly):
     >>> labels.columns.tolist()
     ['age_group', 'sleep_disorder', 'beta_blocker', 'pregnancy', 'infection', 'sleep_duration']
     """
-    labels = y_static.loc[meta["person_id"], list(_STATIC_LABELS)].reset_index(drop=True)
-    for task in _WEEKLY_LABELS:
+    static = list(_STATIC_LABELS) + [t for t in _TEMPORAL_STATIC_LABELS if t in y_static]
+    labels = y_static.loc[meta["person_id"], static].reset_index(drop=True)
+    for task in _WEEKLY_LABELS + tuple(t for t in _TEMPORAL_WEEKLY_LABELS if t in y_weekly):
         labels[task] = y_weekly[task].to_numpy()
     return labels
 
