@@ -7,6 +7,7 @@ of the documentation for the pattern and :mod:`skicml.ops.testing` for the
 test helper every op's tests call.
 """
 
+from ._differential_merge import differential_merge, differential_merge_reference
 from ._euler import euler_serialize, euler_serialize_reference
 from ._rbf_context import (
     rbf_context_matmul,
@@ -18,6 +19,8 @@ from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
 
 __all__ = [
+    "differential_merge",
+    "differential_merge_reference",
     "euler_serialize",
     "euler_serialize_reference",
     "rbf_context_matmul",
