@@ -18,6 +18,7 @@ from ._shapes import (
     make_shape_scenes,
     perturb_captions,
 )
+from ._video import load_sample_videos, make_needle_embeddings, make_needle_videos
 from ._wearable import load_wearable_example, make_wearable_cohort, wearable_variables, wearable_week_labels
 
 __all__ = [
@@ -31,8 +32,11 @@ __all__ = [
     "corrupt_images",
     "load_nci_tpsa",
     "load_qm9",
+    "load_sample_videos",
     "load_wearable_example",
     "make_context_blobs",
+    "make_needle_embeddings",
+    "make_needle_videos",
     "make_planted_spectrum",
     "make_shape_scenes",
     "make_triangle_graphs",
