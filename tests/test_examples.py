@@ -32,11 +32,16 @@ def _held_out_digits_are_recognised(stdout):
     assert accuracy > 0.9
 
 
+def _the_event_is_a_keyframe(stdout):
+    assert "event found: True" in stdout
+
+
 # What an example shows, checked on its printed output.
 OUTPUT_CHECKS = {
     "plot_molecule_regression": _finetuning_beats_the_probe,
     "plot_context_choice": _tau_agrees_on_diabetes_and_not_on_digits,
     "plot_out_of_sample_digits": _held_out_digits_are_recognised,
+    "plot_keyframe_timeline": _the_event_is_a_keyframe,
 }
 
 

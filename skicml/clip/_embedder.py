@@ -555,6 +555,58 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
                       json.dumps(self.preprocess_cfg_, sort_keys=True, default=str), self.image_shape, kind,
                       data)
 
+    def transform_patches(self, X):
+        """Embed images and their patches in the joint space.
+
+        The patch tokens of a Vision Transformer after its final layer norm,
+        mapped by the same projection as the pooled embedding, so that a
+        patch and a caption compare by cosine as an image and a caption do
+        (what ViLAMP's merging of video frames needs).
+
+        Parameters
+        ----------
+        X : images or 2-D array
+            As for :meth:`transform` with ``modality="image"``.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_images, embed_dim)
+            What :meth:`transform` returns.
+        patches : ndarray of shape (n_images, n_patches, embed_dim)
+            The projected patch tokens (L2-normalised with ``normalize``).
+        """
+        check_is_fitted(self, "model_")
+        if self.modality != "image":
+            raise ValueError("transform_patches embeds images; this embedder has modality='text'.")
+        visual = self.model_.visual
+        if not hasattr(visual, "output_tokens"):
+            raise ValueError(f"the image tower of this model ({type(visual).__name__}) has no patch tokens; "
+                             "transform_patches needs a Vision Transformer.")
+        kind, data = self._canonical(X)
+        out_dtype = np.float64 if self.precision == "fp64" else np.float32
+        pooled, patches = [], []
+        previous = visual.output_tokens
+        visual.output_tokens = True
+        try:
+            with torch.inference_mode():
+                for batch in self._image_batches(kind, data):
+                    batch = batch.to(self._device())
+                    if batch.is_floating_point():
+                        batch = batch.to(_PRECISIONS[self.precision])
+                    embedding, tokens = visual(batch)
+                    if visual.proj is not None:
+                        tokens = tokens @ visual.proj
+                    if self.normalize:
+                        embedding = torch.nn.functional.normalize(embedding, dim=-1)
+                        tokens = torch.nn.functional.normalize(tokens, dim=-1)
+                    pooled.append(embedding.float().cpu().numpy().astype(out_dtype, copy=False))
+                    patches.append(tokens.float().cpu().numpy().astype(out_dtype, copy=False))
+        finally:
+            visual.output_tokens = previous
+        if not pooled:
+            raise ValueError("X holds no images.")
+        return np.concatenate(pooled), np.concatenate(patches)
+
     # ------------------------------------------------------------------
     # input handling
     # ------------------------------------------------------------------

@@ -67,6 +67,12 @@ TEST_PARAMS = {
     # also runs check_estimator with an exact context.
     "NeuralContexture": dict(n_components=2, hidden_sizes=(16,), max_epochs=2, n_eval_views=2, dtype="float64",
                              random_state=0, device="cpu"),
+    # One-frame videos (the degenerate 2-D layout): a small head, trained
+    # long enough for check_classifiers_train's accuracy bar.
+    # tests/video/test_estimators.py trains the transformer head and the learnable merge.
+    "ViLAMPClassifier": dict(d_model=16, n_heads=2, max_epochs=20, batch_size=32, lr=2e-2, random_state=0,
+                             device="cpu"),
+    "CLIPVideoEncoder": dict(embedder="clip_test"),
 }
 
 #: Estimators scikit-learn's checks cannot exercise at all, with the reason
@@ -81,7 +87,7 @@ NOT_COMMON_TESTED = {
 #: Optional modules an estimator cannot run without, by class name: the
 #: common tests leave the estimator out where they do not import (the
 #: ``clip`` extra is not part of every test environment).
-REQUIRED_MODULES = {"CLIPEmbedder": ("open_clip",)}
+REQUIRED_MODULES = {"CLIPEmbedder": ("open_clip",), "CLIPVideoEncoder": ("open_clip",)}
 
 #: ``(random_state) -> (X, y)`` for estimators whose 2-D path needs more than
 #: a generic feature matrix, by class name.
@@ -111,6 +117,10 @@ def construct_instance(cls):
     for key in ("context", "base", "first", "second", "teacher"):
         if key in params and cls.__module__.startswith("skicml.contexture"):
             params[key] = _test_context(params[key])
+    if params.get("embedder") == "clip_test":
+        from skicml.clip import CLIPEmbedder
+
+        params["embedder"] = CLIPEmbedder(**TEST_PARAMS["CLIPEmbedder"])
     if "contexts" in params:
         params["contexts"] = [_test_context(name) for name in params["contexts"]]
     return cls(**params)

@@ -1,0 +1,23 @@
+"""ViLAMP (Cheng et al., ICML 2025): differential keyframe selection and feature merging."""
+
+from ._classifier import ViLAMPClassifier
+from ._compressor import ViLAMPCompressor
+from ._encoder import CLIPVideoEncoder
+from ._functional import keyframe_references, merge_features, select_keyframes
+from ._layout import VideoEmbedding, pack_videos, unpack_videos
+from ._model import DifferentialFeatureMerger, DifferentialKeyframeSelector, ViLAMPNetwork
+
+__all__ = [
+    "CLIPVideoEncoder",
+    "DifferentialFeatureMerger",
+    "DifferentialKeyframeSelector",
+    "VideoEmbedding",
+    "ViLAMPClassifier",
+    "ViLAMPCompressor",
+    "ViLAMPNetwork",
+    "keyframe_references",
+    "merge_features",
+    "pack_videos",
+    "select_keyframes",
+    "unpack_videos",
+]

@@ -1,0 +1,178 @@
+"""``CLIPVideoEncoder``: frames and a question to the embeddings ViLAMP compresses."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ...utils.param_validation import HasMethods, Integral, Interval, fit_context
+from .._frames import check_video_frames
+from ._layout import VideoEmbedding, pack_videos
+
+__all__ = ["CLIPVideoEncoder"]
+
+
+def _default_embedder():
+    # The video domain does not import the clip family at import time (the
+    # map keeps families apart); its public embedder is looked up when needed.
+    return importlib.import_module("skicml.clip").CLIPEmbedder()
+
+
+class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
+    """Embed videos' frames, patches and questions with one CLIP model.
+
+    Each frame gives its image embedding and its projected patch tokens
+    (``CLIPEmbedder.transform_patches``), the question its text embedding,
+    all in CLIP's joint space, so that :class:`ViLAMPCompressor` compares them
+    by cosine without training. The output is the packed layout of
+    :func:`pack_videos`, one row per video, so the encoder is the first step
+    of a ``Pipeline``; :meth:`transform_videos` gives
+    :class:`VideoEmbedding` records instead.
+
+    Parameters
+    ----------
+    embedder : CLIPEmbedder or None, default=None
+        The CLIP model (any :class:`skicml.clip.CLIPEmbedder`, e.g. one with
+        a local checkpoint); cloned for frames and for questions. None uses
+        the tiny CLIP shipped with skicml.
+    max_frames : int or None, default=None
+        Videos longer than this are subsampled to this many evenly spaced
+        frames (the official code keeps at most 600 at 1 fps).
+    n_frames : int or None, default=None
+        Frames per packed row; None takes the longest video seen in fit.
+        Longer videos at transform time are subsampled to it.
+    patches : bool, default=True
+        Include the patch tokens; False packs frame embeddings only (each
+        frame then merges as its own single patch).
+
+    Attributes
+    ----------
+    image_embedder_, text_embedder_ : CLIPEmbedder
+        The fitted clones.
+    dim_, n_frames_, n_patches_ : int
+        The packed layout of the output (pass them to the compressor).
+    n_features_in_ : int
+        Columns of a 2-D ``X`` (rows of flattened single frames).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skicml.video import CLIPVideoEncoder
+    >>> video = np.zeros((6, 32, 32, 3), dtype=np.uint8)
+    >>> encoder = CLIPVideoEncoder().fit([(video, "a red circle")])
+    >>> encoder.transform([(video, "a red circle")]).shape[0]
+    1
+    """
+
+    _parameter_constraints = {
+        "embedder": [HasMethods(["fit", "transform", "transform_patches"]), None],
+        "max_frames": [Interval(Integral, 1, None, closed="left"), None],
+        "n_frames": [Interval(Integral, 1, None, closed="left"), None],
+        "patches": ["boolean"],
+    }
+
+    def __init__(self, embedder=None, max_frames=None, n_frames=None, patches=True):
+        self.embedder = embedder
+        self.max_frames = max_frames
+        self.n_frames = n_frames
+        self.patches = patches
+
+    def _pairs(self, X, reset):
+        """``[(frames, query)]`` from a list of pairs, or single-frame videos from 2-D rows."""
+        if isinstance(X, (list, tuple)) and X and isinstance(X[0], tuple):
+            pairs = []
+            for i, item in enumerate(X):
+                if len(item) != 2 or not isinstance(item[1], str):
+                    raise ValueError(f"X[{i}] must be a (frames, question) pair with the question a string.")
+                frames = check_video_frames(item[0], f"X[{i}][0]")
+                if self.max_frames is not None and len(frames) > self.max_frames:
+                    keep = np.round(np.linspace(0, len(frames) - 1, self.max_frames)).astype(int)
+                    frames = frames[keep]
+                if not item[1].strip():
+                    raise ValueError(f"X[{i}] has an empty question.")
+                pairs.append((frames, item[1]))
+            if reset and hasattr(self, "n_features_in_"):
+                del self.n_features_in_
+            return pairs
+        X = validate_data(self, X, reset=reset, ensure_all_finite=True)
+        # The 2-D path: each row is one flattened frame (read as CLIPEmbedder
+        # reads rows), a video of one frame with no question.
+        return [(row[None], "") for row in X]
+
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Load the CLIP model and fix the packed layout.
+
+        Parameters
+        ----------
+        X : list of (frames, question) pairs, or 2-D array
+            ``frames`` a (n_frames, height, width, 3) uint8 array (or floats
+            in [0, 1]); a 2-D array holds one flattened frame per row.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        pairs = self._pairs(X, reset=True)
+        embedder = _default_embedder() if self.embedder is None else self.embedder
+        self.image_embedder_ = clone(embedder).set_params(modality="image").fit()
+        self.text_embedder_ = clone(embedder).set_params(modality="text").fit()
+        if isinstance(X, np.ndarray):
+            self.image_embedder_.fit(X)
+        self.dim_ = int(self.image_embedder_.embed_dim_)
+        longest = max(len(frames) for frames, _ in pairs)
+        self.n_frames_ = self.n_frames or longest
+        probe = pairs[0][0][:1]
+        self.n_patches_ = int(self.image_embedder_.transform_patches(probe)[1].shape[1]) if self.patches else 0
+        return self
+
+    def transform_videos(self, X):
+        """The embeddings of each video as :class:`VideoEmbedding` records.
+
+        Parameters
+        ----------
+        X : list of (frames, question) pairs, or 2-D array
+
+        Returns
+        -------
+        list of VideoEmbedding
+        """
+        check_is_fitted(self)
+        pairs = self._pairs(X, reset=False)
+        questions = [question for _, question in pairs]
+        queries = self.text_embedder_.transform(questions)
+        videos = []
+        for (frames, _), query in zip(pairs, queries):
+            if len(frames) > self.n_frames_:
+                frames = frames[np.round(np.linspace(0, len(frames) - 1, self.n_frames_)).astype(int)]
+            if self.patches:
+                embedding, patches = self.image_embedder_.transform_patches(frames)
+            else:
+                embedding, patches = self.image_embedder_.transform(frames), None
+            videos.append(VideoEmbedding(frames=embedding, query=query, patches=patches))
+        return videos
+
+    def transform(self, X):
+        """Embed and pack each video.
+
+        Parameters
+        ----------
+        X : list of (frames, question) pairs, or 2-D array
+
+        Returns
+        -------
+        ndarray of shape (n_videos, 1 + dim_ + n_frames_ * dim_ * (1 + n_patches_))
+        """
+        return pack_videos(self.transform_videos(X), n_frames=self.n_frames_, n_patches=self.n_patches_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = True
+        # The embeddings' dtype is the CLIP model's, whatever the input's.
+        tags.transformer_tags.preserves_dtype = []
+        return tags
