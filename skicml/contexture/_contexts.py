@@ -199,7 +199,7 @@ class _ConditionalContext(BaseContext):
 
     @property
     def fit_operator_(self):
-        """``Q`` of the fit rows, shape (n_samples, n_anchors_): an ndarray,
+        """``Q`` of the fit rows, shape (n_samples, n_anchors): an ndarray,
         a sparse matrix or a :class:`~scipy.sparse.linalg.LinearOperator`."""
         check_is_fitted(self, "fit_conditional_")
         return _scale(self.fit_conditional_, np.sqrt(self.row_marginal_), self.anchor_scale_)
@@ -220,7 +220,7 @@ class _ConditionalContext(BaseContext):
 
         Returns
         -------
-        W : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors_)
+        W : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors)
             Rows sum to 1.
         """
         check_is_fitted(self, "fit_conditional_")
@@ -268,17 +268,17 @@ class KNNContext(_ConditionalContext):
 
     Attributes
     ----------
-    fit_conditional_ : sparse matrix of shape (n_samples, n_anchors_)
+    fit_conditional_ : sparse matrix of shape (n_samples, n_anchors)
         ``W`` of the fit rows.
     row_marginal_ : ndarray of shape (n_samples,)
         ``P_X``: uniform.
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
         ``p``: the anchors' in-degrees over ``n_samples * n_neighbors``.
     anchor_support_ : ndarray of shape (n_samples,) of bool
         The fit rows kept as anchors (those some row has among its neighbours).
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -416,13 +416,13 @@ class RBFContext(_ConditionalContext):
         The kernel width used.
     anchors_ : ndarray of shape (n_samples, n_features)
         The fit rows.
-    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors_)
+    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of shape (n_samples,) of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -520,13 +520,13 @@ class MaskedContext(_ConditionalContext):
         True where a mask keeps a feature.
     base_ : KNNContext or RBFContext
         The fitted base context (on all features; the RBF width comes from it).
-    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors_)
+    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of shape (n_samples,) of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -624,7 +624,7 @@ class LabelContext(_ConditionalContext):
     anchor_support_ : ndarray of shape (n_classes,) of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -737,10 +737,10 @@ class GraphContext(_ConditionalContext):
     ----------
     nodes_ : ndarray of shape (n_samples,)
         The fit nodes, in the order of the rows.
-    fit_conditional_ : sparse matrix of shape (n_samples, n_anchors_)
+    fit_conditional_ : sparse matrix of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
         Degree-weighted.
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of shape (n_samples,) of bool
     n_anchors_ : int
     n_features_in_ : int
@@ -867,7 +867,7 @@ class GraphContext(_ConditionalContext):
 
         Returns
         -------
-        W : sparse matrix of shape (n_samples, n_anchors_)
+        W : sparse matrix of shape (n_samples, n_anchors)
         """
         check_is_fitted(self, "fit_conditional_")
         _, positions, nodes = self._node_positions(X, reset=False)
@@ -922,13 +922,13 @@ class TeacherFeatureContext(_ConditionalContext):
     mean_ : ndarray of shape (n_outputs,)
     scale_ : ndarray of shape (n_outputs,)
         Standardisation of the teacher's outputs.
-    fit_conditional_ : ndarray of shape (n_samples, n_anchors_)
+    fit_conditional_ : ndarray of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of shape (n_outputs,) of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1056,13 +1056,13 @@ class MixtureContext(_ConditionalContext):
     contexts_ : list of contexts
         The fitted contexts.
     weights_ : ndarray of shape (n_contexts,)
-    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors_)
+    fit_conditional_ : ndarray, sparse matrix or LinearOperator of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1134,7 +1134,7 @@ class MixtureContext(_ConditionalContext):
 
 
 class ConvolutionContext(_ConditionalContext):
-    """Two contexts in a chain: ``A1 ~ P1(. | x)``, then ``A2 ~ P2(. | A1)``.
+    """Two contexts in a chain: ``A1 ~ P1(a | x)``, then ``A2 ~ P2(a | A1)``.
 
     ``W = W1 @ W2`` (``T = T1 T2``): a smoother, weaker association than
     either. The first context's anchors must be fit rows (kNN, RBF, masked
@@ -1150,13 +1150,13 @@ class ConvolutionContext(_ConditionalContext):
     first_ : context
     second_ : context
         The fitted contexts.
-    fit_conditional_ : ndarray or sparse matrix of shape (n_samples, n_anchors_)
+    fit_conditional_ : ndarray or sparse matrix of shape (n_samples, n_anchors)
     row_marginal_ : ndarray of shape (n_samples,)
-    anchor_marginal_ : ndarray of shape (n_anchors_,)
+    anchor_marginal_ : ndarray of shape (n_anchors,)
     anchor_support_ : ndarray of bool
     n_anchors_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1283,7 +1283,7 @@ class FeatureCorruptionContext(_SamplingContext):
         Per-feature statistics of the fit rows.
     n_samples_fit_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1336,7 +1336,7 @@ class CutmixContext(_SamplingContext):
     ----------
     n_samples_fit_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1378,7 +1378,7 @@ class GaussianNoiseContext(_SamplingContext):
         Per-feature noise deviation.
     n_samples_fit_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples
@@ -1429,7 +1429,7 @@ class RandomCropContext(_SamplingContext):
     image_shape_ : tuple of (int, int)
     n_samples_fit_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     Examples

@@ -145,7 +145,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         ``lambda`` of the fit ``s_i^2 = exp(-lambda i)``: large for weak
         contexts.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     See Also

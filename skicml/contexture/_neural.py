@@ -216,23 +216,23 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
     n_iter_ : int
         Epochs run.
     n_outputs_ : int
-    eigenvalues_ : ndarray of shape (n_outputs_,)
+    eigenvalues_ : ndarray of shape (n_outputs,)
         Estimates of ``s_1^2 >= s_2^2 >= ...`` (clipped to [0, 1]).
-    projection_ : ndarray of shape (n_outputs_, n_components)
+    projection_ : ndarray of shape (n_outputs, n_components)
         Top generalised eigenvectors, scaled to unit variance of the
         projected outputs.
-    mean_ : ndarray of shape (n_outputs_,)
+    mean_ : ndarray of shape (n_outputs,)
         The outputs' mean (over views for a sampling context, over the fit
         rows otherwise), subtracted before projecting.
     tau_ : float
         The context score ``min_d tau_d`` on ``eigenvalues_`` (lower is better).
-    tau_curve_ : ndarray of shape (n_outputs_ - 1,)
+    tau_curve_ : ndarray of shape (n_outputs - 1,)
     optimal_n_components_ : int
         ``argmin_d tau_d``.
     decay_rate_ : float
         ``lambda`` of the fit ``s_i^2 = exp(-lambda i)``.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Defined when ``X`` has string column names.
 
     See Also

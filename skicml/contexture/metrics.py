@@ -699,7 +699,7 @@ def ratio_trace(Phi, X, context, y=None):
     prefer_skip_nested_validation=True,
 )
 def trace_gap_upper(Phi, X, context, eigenvalues=None, y=None):
-    """Upper bound ``s_1^2 + ... + s_{d+1}^2 - RT(Phi)`` of the trace gap (paper, App. C).
+    """Upper bound ``sum_{i <= d + 1} s_i^2 - RT(Phi)`` of the trace gap (paper, App. C).
 
     The trace gap ``TG(Phi)`` is an infimum over subspaces of ``span Phi``
     and dimensions ``d' <= d``; taking ``Phi`` itself, with ``d`` the rank
