@@ -258,3 +258,12 @@ def test_merge_errors():
         merge_features([torch.ones(3, 2, 4), torch.ones(3, 5, 4)], torch.ones(4), [[0], [0]])
     with pytest.raises(ValueError, match="one index array per video"):
         merge_features([torch.ones(3, 2, 4), torch.ones(3, 2, 4)], torch.ones(4), [[0]])
+
+
+def test_finite_values_whose_sum_overflows_are_accepted():
+    frames = torch.full((4, 3), 3e38)
+    frames[1] = -3e38
+    assert len(select_keyframes(frames, torch.ones(3), max_keyframes=2)) >= 1
+    frames[2, 0] = float("inf")
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        select_keyframes(frames, torch.ones(3))

@@ -166,7 +166,8 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_videos, 1 + dim_ + n_frames_ * dim_ * (1 + n_patches_))
+        ndarray of shape (n_videos, 1 + dim + n_frames * dim * (1 + n_patches))
+            The layout of ``dim_``, ``n_frames_`` and ``n_patches_``.
         """
         return pack_videos(self.transform_videos(X), n_frames=self.n_frames_, n_patches=self.n_patches_)
 

@@ -34,6 +34,20 @@ _EPS = 1e-12
 # --------------------------------------------------------------------------
 # input checks
 # --------------------------------------------------------------------------
+def _all_finite(tensor):
+    """Whether a tensor holds no NaN or infinity, in one pass without a boolean copy.
+
+    NaN or infinity make the sum non-finite; only when it is (which an
+    overflow of finite values can also cause) is the element-wise test run.
+    """
+    if not tensor.numel():
+        return True
+    total = tensor.sum(dtype=torch.float32) if tensor.element_size() < 4 else tensor.sum()
+    if torch.isfinite(total):
+        return True
+    return bool(torch.isfinite(tensor).all())
+
+
 def _as_float_tensor(value, name, ndim):
     tensor = torch.as_tensor(value)
     if not (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64, torch.uint8)):
@@ -42,7 +56,7 @@ def _as_float_tensor(value, name, ndim):
         tensor = tensor.float()
     if tensor.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(tensor.shape)}.")
-    if tensor.numel() and not torch.isfinite(tensor).all():
+    if not _all_finite(tensor):
         raise ValueError(f"{name} contains NaN or infinity.")
     return tensor
 
@@ -77,7 +91,7 @@ def _queries(value, n_videos, dim, name="query"):
                          f"got shape {tuple(query.shape)}.")
     if query.shape[1] != dim:
         raise ValueError(f"{name} has width {query.shape[1]} but the frames have width {dim}.")
-    if not torch.isfinite(query).all():
+    if not _all_finite(query):
         raise ValueError(f"{name} contains NaN or infinity.")
     return query
 
