@@ -29,6 +29,7 @@ import torch
 from sklearn.utils import Tags, check_random_state
 
 __all__ = [
+    "LogitsClassifierMixin",
     "SkicmlTags",
     "TorchEstimatorMixin",
     "TrainingHistory",
@@ -270,6 +271,46 @@ class TorchEstimatorMixin:
     def __getstate__(self):
         state = super().__getstate__()
         return to_device(state, "cpu")
+
+
+class LogitsClassifierMixin:
+    """``predict_proba`` and ``predict`` of a classifier whose network gives class logits.
+
+    The estimator defines ``_class_logits(X)``, an array of shape
+    ``(n_samples, n_classes)`` (checking fittedness first), and ``classes_``.
+    """
+
+    def decision_function(self, X):
+        """Class logits; for two classes, the second's minus the first's.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        logits = self._class_logits(X)
+        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
+
+    def predict_proba(self, X):
+        """Class probabilities, the softmax of the logits.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        logits = self._class_logits(X)
+        logits = logits - logits.max(axis=1, keepdims=True)
+        proba = np.exp(logits)
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        """The most probable class of each sample.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        logits = self._class_logits(X)
+        return self.classes_[np.argmax(logits, axis=1)]
 
 
 # --------------------------------------------------------------------------

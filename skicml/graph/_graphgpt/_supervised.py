@@ -9,7 +9,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ...base import seeded
+from ...base import LogitsClassifierMixin, seeded
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
 from ...utils.validation import check_no_missing_labels
 from ._backbone import GraphGPTBackboneMixin
@@ -263,7 +263,7 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
         return tags
 
 
-class GraphGPTClassifier(ClassifierMixin, _GraphGPTSupervised):
+class GraphGPTClassifier(LogitsClassifierMixin, ClassifierMixin, _GraphGPTSupervised):
     __doc__ = """GraphGPT fine-tuned for graph classification.
 
     Graphs are serialized along Eulerian walks (:class:`EulerTokenizer`), read
@@ -326,30 +326,10 @@ class GraphGPTClassifier(ClassifierMixin, _GraphGPTSupervised):
             For two classes, the logit of the second class minus that of the
             first (scikit-learn's binary convention).
         """
-        logits = self._outputs(X)
-        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
+        return super().decision_function(X)
 
-    def predict_proba(self, X):
-        """Class probabilities.
-
-        Returns
-        -------
-        ndarray of shape (n_graphs, n_classes)
-        """
-        logits = self._outputs(X)
-        logits = logits - logits.max(axis=1, keepdims=True)
-        proba = np.exp(logits)
-        return proba / proba.sum(axis=1, keepdims=True)
-
-    def predict(self, X):
-        """Most probable class of each graph.
-
-        Returns
-        -------
-        ndarray of shape (n_graphs,)
-        """
-        check_is_fitted(self)
-        return self.classes_[np.argmax(self._outputs(X), axis=1)]
+    def _class_logits(self, X):
+        return self._outputs(X)
 
 
 def _require_y(estimator, y):

@@ -9,7 +9,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ...base import TorchEstimatorMixin, seeded
+from ...base import LogitsClassifierMixin, TorchEstimatorMixin, seeded
 from ...utils.param_validation import Integral, Interval, StrOptions, fit_context, shared_constraints
 from ...utils.validation import check_no_missing_labels
 from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin
@@ -41,7 +41,7 @@ class _PackedVideos(torch.nn.Module):
         return self.network(videos, queries, keys)
 
 
-class ViLAMPClassifier(VideoInputMixin, TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
+class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
     __doc__ = """Classify long videos from ViLAMP's compressed tokens, trained end to end.
 
     Keyframes are chosen once per video (:func:`skicml.video.select_keyframes`,
@@ -200,43 +200,7 @@ class ViLAMPClassifier(VideoInputMixin, TorchEstimatorMixin, ClassifierMixin, Ba
         self.history_ = {"train_loss": list(history.train_loss), "valid_loss": list(history.valid_loss)}
         return self
 
-    def decision_function(self, X):
-        """Class logits; for two classes, the second's minus the first's.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n_videos, width) or list of VideoEmbedding
-
-        Returns
-        -------
-        ndarray of shape (n_videos,) or (n_videos, n_classes)
-        """
-        logits = self._logits(X)
-        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
-
-    def predict_proba(self, X):
-        """Class probabilities.
-
-        Returns
-        -------
-        ndarray of shape (n_videos, n_classes)
-        """
-        logits = self._logits(X)
-        logits = logits - logits.max(axis=1, keepdims=True)
-        proba = np.exp(logits)
-        return proba / proba.sum(axis=1, keepdims=True)
-
-    def predict(self, X):
-        """The most probable class of each video.
-
-        Returns
-        -------
-        ndarray of shape (n_videos,)
-        """
-        logits = self._logits(X)
-        return self.classes_[np.argmax(logits, axis=1)]
-
-    def _logits(self, X):
+    def _class_logits(self, X):
         check_is_fitted(self)
         inputs, n_frames = self._inputs(X, reset=False)
         device = self._device()
