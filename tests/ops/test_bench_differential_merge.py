@@ -1,36 +1,24 @@
 """Smoke test of ``benchmarks/bench_ops_differential_merge.py`` on tiny sizes."""
 
 import argparse
-import importlib.util
 import io
-import json
 import subprocess
 from contextlib import redirect_stdout
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ops_differential_merge.py"
+from ._benchmarks import BENCHMARKS, load_benchmark, run_children_in_process
+
+SCRIPT = BENCHMARKS / "bench_ops_differential_merge.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ops_differential_merge", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_ops_differential_merge")
 
 
 def test_main_prints_ratios_and_skips_large_naive(bench, monkeypatch, capsys):
-    # Children run in this process (a fresh interpreter per child costs
-    # seconds); test_spawn_command_runs_the_child covers the command line.
-    def in_process(route, n, args):
-        out = io.StringIO()
-        with redirect_stdout(out):
-            bench.child(route, n, args)
-        return json.loads(out.getvalue().splitlines()[-1])
-
-    monkeypatch.setattr(bench, "_spawn", in_process)
+    run_children_in_process(bench, monkeypatch)
     # Naive needs 5 * N * 3 * 4 * 4 bytes: 1.44e-5 GB at N = 60, 2.4e-5 GB at 100.
     bench.main(["--sizes", "60", "100", "--patches", "3", "--dim", "4", "--threads", "1",
                 "--repeats", "1", "--max-naive-gb", "2e-5", "--skip-gpu"])

@@ -1,36 +1,24 @@
 """Smoke test of ``benchmarks/bench_ops_rbf_context.py`` on tiny sizes."""
 
 import argparse
-import importlib.util
 import io
-import json
 import subprocess
 from contextlib import redirect_stdout
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ops_rbf_context.py"
+from ._benchmarks import BENCHMARKS, load_benchmark, run_children_in_process
+
+SCRIPT = BENCHMARKS / "bench_ops_rbf_context.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ops_rbf_context", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_ops_rbf_context")
 
 
 def test_main_prints_ratios_and_skips_large_dense(bench, monkeypatch, capsys):
-    # Children run in this process (a fresh interpreter per child costs
-    # seconds); test_spawn_command_runs_the_child covers the command line.
-    def in_process(route, n, args):
-        out = io.StringIO()
-        with redirect_stdout(out):
-            bench.child(route, n, args)
-        return json.loads(out.getvalue().splitlines()[-1])
-
-    monkeypatch.setattr(bench, "_spawn", in_process)
+    run_children_in_process(bench, monkeypatch)
     # 40 x 40 float64 is 1.3e-5 GB, 60 x 60 is 2.9e-5 GB.
     bench.main(["--sizes", "40", "60", "--p", "3", "--d", "5", "--n-masks", "2", "--threads", "1",
                 "--repeats", "1", "--max-dense-gb", "2e-5"])

@@ -1,0 +1,33 @@
+"""What the smoke tests of the op benchmarks share: loading a script, running its children in process."""
+
+import importlib.util
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load_benchmark(name):
+    """The module of ``benchmarks/<name>.py``."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_children_in_process(bench, monkeypatch):
+    """Replace the script's ``_spawn`` by a call of its ``child`` in this process.
+
+    A fresh interpreter per child costs seconds; each smoke test's
+    ``test_spawn_command_runs_the_child`` covers the command line.
+    """
+
+    def in_process(route, n, args):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            bench.child(route, n, args)
+        return json.loads(out.getvalue().splitlines()[-1])
+
+    monkeypatch.setattr(bench, "_spawn", in_process)
