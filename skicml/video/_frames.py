@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..utils.images import check_pixel_values
+
 __all__ = ["check_video_frames"]
 
 
@@ -45,13 +47,9 @@ def check_video_frames(video, name="video"):
     if array.shape[-1] == 1:
         array = np.repeat(array, 3, axis=-1)
     array = array[..., :3]
-    if np.issubdtype(array.dtype, np.floating):
-        if not np.isfinite(array).all():
-            raise ValueError(f"{name} contains NaN or infinity.")
-        if array.min() < 0 or array.max() > 1:
-            raise ValueError(f"{name} holds float values outside [0, 1]; pass uint8 frames (0-255) or "
-                             "divide by 255.")
-        return np.ascontiguousarray(array, dtype=np.float32)
-    if array.min() < 0 or array.max() > 255:
-        raise ValueError(f"{name} holds integer values outside 0-255.")
-    return np.ascontiguousarray(array, dtype=np.uint8)
+    try:
+        check_pixel_values(array)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+    dtype = np.float32 if np.issubdtype(array.dtype, np.floating) else np.uint8
+    return np.ascontiguousarray(array, dtype=dtype)

@@ -13,7 +13,7 @@ from ...base import LogitsClassifierMixin, TorchEstimatorMixin, seeded
 from ...utils.param_validation import Integral, Interval, StrOptions, fit_context, shared_constraints
 from ...utils.validation import check_no_missing_labels
 from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin
-from ._layout import pack_videos
+from ._layout import layout_sections, pack_videos
 from ._model import DifferentialFeatureMerger, ViLAMPNetwork
 
 __all__ = ["ViLAMPClassifier"]
@@ -29,13 +29,13 @@ class _PackedVideos(torch.nn.Module):
 
     def forward(self, rows, keyframes):
         dim, n_frames, n_patches = self.layout
+        query, frames, patch_columns = layout_sections(dim, n_frames)
         lengths = rows[:, 0].long().tolist()
-        queries = rows[:, 1:1 + dim]
-        frames_end = 1 + dim + n_frames * dim
+        queries = rows[:, query]
         if n_patches:
-            patches = rows[:, frames_end:].unflatten(1, (n_frames, n_patches, dim))
+            patches = rows[:, patch_columns].unflatten(1, (n_frames, n_patches, dim))
         else:
-            patches = rows[:, 1 + dim:frames_end].unflatten(1, (n_frames, 1, dim))
+            patches = rows[:, frames].unflatten(1, (n_frames, 1, dim))
         videos = [patches[i, :length] for i, length in enumerate(lengths)]
         keys = [keyframes[i, :length].nonzero().flatten() for i, length in enumerate(lengths)]
         return self.network(videos, queries, keys)
@@ -152,9 +152,9 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
         """Packed rows (a float tensor) and keyframe masks of ``X``, for the network."""
         videos = self._read_videos(X, reset=reset)
         n_frames = max(self.n_frames_, max(v.n_frames for v in videos))
+        wide = np.asarray(videos[0].frames).dtype == np.float64
         rows = pack_videos(videos, n_frames=n_frames, n_patches=self.n_patches_,
-                           dtype=np.asarray(videos[0].frames).dtype if
-                           np.asarray(videos[0].frames).dtype == np.float64 else np.float32)
+                           dtype=np.float64 if wide else np.float32)
         mask = torch.zeros(len(videos), n_frames, dtype=torch.bool)
         for row, key in zip(mask, self._select(videos)):
             row[key] = True

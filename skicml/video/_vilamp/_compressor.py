@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ...utils.param_validation import Integral, Interval, StrOptions, fit_context
 from ._functional import merge_features
-from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin
+from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin, query_matrix
 
 __all__ = ["ViLAMPCompressor"]
 
@@ -144,8 +144,7 @@ class ViLAMPCompressor(VideoInputMixin, TransformerMixin, BaseEstimator):
         videos = self._read_videos(X, reset=False)
         keyframes = self._select(videos)
         patches = [torch.from_numpy(np.ascontiguousarray(v.patch_array())) for v in videos]
-        queries = torch.from_numpy(np.stack([np.asarray(v.query, dtype=patches[0].numpy().dtype)
-                                             for v in videos]))
+        queries = query_matrix(videos, patches[0].dtype)
         with torch.inference_mode():
             tokens, types = merge_features(patches, queries, keyframes, merge_lambda=self.merge_lambda,
                                            temperature=self.merge_temperature, reference=self.reference,

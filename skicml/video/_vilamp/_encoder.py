@@ -120,10 +120,10 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
         """
         pairs = self._pairs(X, reset=True)
         embedder = _default_embedder() if self.embedder is None else self.embedder
-        self.image_embedder_ = clone(embedder).set_params(modality="image").fit()
+        # Fitted on the rows of the 2-D path, so that it reads their layout.
+        self.image_embedder_ = clone(embedder).set_params(modality="image").fit(
+            X if isinstance(X, np.ndarray) else None)
         self.text_embedder_ = clone(embedder).set_params(modality="text").fit()
-        if isinstance(X, np.ndarray):
-            self.image_embedder_.fit(X)
         self.dim_ = int(self.image_embedder_.embed_dim_)
         longest = max(len(frames) for frames, _ in pairs)
         self.n_frames_ = self.n_frames or longest

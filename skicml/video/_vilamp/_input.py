@@ -61,6 +61,11 @@ COMPRESSION_DOC = """\
 """
 
 
+def query_matrix(videos, dtype):
+    """The (n_videos, dim) tensor of the videos' queries, in ``dtype``."""
+    return torch.from_numpy(np.stack([np.asarray(v.query) for v in videos])).to(dtype)
+
+
 class VideoInputMixin:
     """Layout resolution and video reading for the ViLAMP estimators."""
 
@@ -131,10 +136,8 @@ class VideoInputMixin:
             return [torch.tensor(_evenly_spaced(v.n_frames, min(self.max_keyframes, v.n_frames)))
                     for v in videos]
         frames = [torch.from_numpy(np.ascontiguousarray(v.frames)) for v in videos]
-        queries = torch.from_numpy(np.stack([np.asarray(v.query, dtype=frames[0].numpy().dtype)
-                                             for v in videos]))
-        return select_keyframes(frames, queries, self.max_keyframes, self.redundancy_threshold,
-                                self.min_relevance, self.fill)
+        return select_keyframes(frames, query_matrix(videos, frames[0].dtype), self.max_keyframes,
+                                self.redundancy_threshold, self.min_relevance, self.fill)
 
     def _tokens_per_keyframe(self):
         patches = max(self.n_patches_, 1)

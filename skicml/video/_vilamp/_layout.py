@@ -70,6 +70,12 @@ def layout_width(dim, n_frames, n_patches):
     return 1 + dim + n_frames * dim + n_frames * n_patches * dim
 
 
+def layout_sections(dim, n_frames):
+    """Column slices of a packed row: query, frames, patches (to the end)."""
+    frames_end = 1 + dim + n_frames * dim
+    return slice(1, 1 + dim), slice(1 + dim, frames_end), slice(frames_end, None)
+
+
 def check_video(video, name="video"):
     """A :class:`VideoEmbedding` with consistent, finite float arrays, or a clear error."""
     if not isinstance(video, VideoEmbedding):
@@ -155,15 +161,14 @@ def pack_videos(videos, *, n_frames=None, n_patches=None, dtype=np.float32):
     if longest > n_frames:
         raise ValueError(f"a video has {longest} frames, more than n_frames={n_frames}.")
     X = np.zeros((len(videos), layout_width(dim, n_frames, n_patches)), dtype=dtype)
+    query, frames, patches = layout_sections(dim, n_frames)
     for row, video in zip(X, videos):
         length = video.n_frames
         row[0] = length
-        row[1:1 + dim] = video.query
-        frames = row[1 + dim:1 + dim + n_frames * dim].reshape(n_frames, dim)
-        frames[:length] = video.frames
+        row[query] = video.query
+        row[frames].reshape(n_frames, dim)[:length] = video.frames
         if n_patches:
-            patches = row[1 + dim + n_frames * dim:].reshape(n_frames, n_patches, dim)
-            patches[:length] = video.patches
+            row[patches].reshape(n_frames, n_patches, dim)[:length] = video.patches
     return X
 
 
@@ -186,6 +191,7 @@ def unpack_videos(X, dim, n_frames, n_patches=0):
     if X.ndim != 2 or X.shape[1] != width:
         raise ValueError(f"packed rows of dim={dim}, n_frames={n_frames}, n_patches={n_patches} have "
                          f"{width} columns, got an array of shape {X.shape}.")
+    query, frame_columns, patch_columns = layout_sections(dim, n_frames)
     videos = []
     for i, row in enumerate(X):
         length = row[0]
@@ -193,11 +199,11 @@ def unpack_videos(X, dim, n_frames, n_patches=0):
             raise ValueError(f"row {i} says it has {length!r} frames (its first column), outside "
                              f"1..n_frames={n_frames}.")
         length = int(length)
-        frames = row[1 + dim:1 + dim + n_frames * dim].reshape(n_frames, dim)[:length]
+        frames = row[frame_columns].reshape(n_frames, dim)[:length]
         patches = None
         if n_patches:
-            patches = row[1 + dim + n_frames * dim:].reshape(n_frames, n_patches, dim)[:length]
-        videos.append(VideoEmbedding(frames=frames, query=row[1:1 + dim], patches=patches))
+            patches = row[patch_columns].reshape(n_frames, n_patches, dim)[:length]
+        videos.append(VideoEmbedding(frames=frames, query=row[query], patches=patches))
     return videos
 
 
