@@ -9,6 +9,18 @@ test helper every op's tests call.
 
 from ._differential_merge import differential_merge, differential_merge_reference
 from ._euler import euler_serialize, euler_serialize_reference
+from ._point_cloud import (
+    chamfer_distance,
+    chamfer_distance_reference,
+    farthest_point_sample,
+    farthest_point_sample_reference,
+    group_points,
+    group_points_reference,
+    knn,
+    knn_reference,
+    three_nn_interpolate,
+    three_nn_interpolate_reference,
+)
 from ._rbf_context import (
     rbf_context_matmul,
     rbf_context_matmul_reference,
@@ -19,10 +31,18 @@ from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
 
 __all__ = [
+    "chamfer_distance",
+    "chamfer_distance_reference",
     "differential_merge",
     "differential_merge_reference",
     "euler_serialize",
     "euler_serialize_reference",
+    "farthest_point_sample",
+    "farthest_point_sample_reference",
+    "group_points",
+    "group_points_reference",
+    "knn",
+    "knn_reference",
     "rbf_context_matmul",
     "rbf_context_matmul_reference",
     "rbf_context_row_sums",
@@ -33,4 +53,6 @@ __all__ = [
     "ssd_scan_backward",
     "ssd_scan_reference",
     "ssd_scan_sequential",
+    "three_nn_interpolate",
+    "three_nn_interpolate_reference",
 ]

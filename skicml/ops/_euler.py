@@ -70,26 +70,19 @@ output buffer is sized to.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ._dispatch import gpu_kernels_enabled
+from ._dispatch import C_FLAGS, gpu_kernels_enabled, load_c_kernel, reset_c_kernel
 
 __all__ = ["euler_serialize", "euler_serialize_reference"]
 
 _MASK = (1 << 64) - 1
 _KERNEL_SOURCE = Path(__file__).with_name("_euler_kernel.c")
-_CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
+_LIBRARY = "euler_kernel"
+_CFLAGS = C_FLAGS
 
 
 # --------------------------------------------------------------------------
@@ -338,89 +331,22 @@ def euler_serialize_reference(edge_index, edge_ptr, node_ptr, seeds):
 # Compiled kernel
 
 
-def _cache_dir():
-    return Path(os.environ.get("SKICML_CACHE_DIR") or Path.home() / ".cache" / "skicml" / "ops")
-
-
-def _find_compiler():
-    """Path of the C compiler to use (``$CC``, ``cc`` or ``gcc``), or None."""
-    for candidate in (os.environ.get("CC"), "cc", "gcc"):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return found
-    return None
-
-
-def _library_path(source):
-    # The hash covers the source, the flags and the machine, so an edited
-    # kernel (or a home directory shared across architectures) never loads a
-    # stale library.
-    key = hashlib.sha256(source + repr(_CFLAGS).encode() + platform.machine().encode()).hexdigest()
-    return _cache_dir() / f"euler_kernel-{key[:16]}.so"
-
-
-def _compile(source_path, target):
-    """Compile into a temporary file beside ``target``, then rename it into place.
-
-    The rename is atomic, so a process racing us either sees no library or a
-    complete one. Raises RuntimeError with the reason on failure.
-    """
-    compiler = _find_compiler()
-    if compiler is None:
-        raise RuntimeError("no C compiler was found (looked for $CC, cc and gcc on PATH)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + "-", suffix=".so.tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        result = subprocess.run(
-            [compiler, *_CFLAGS, str(source_path), "-o", tmp], capture_output=True, text=True,
-            timeout=120, check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(
-                f"{compiler} failed on {source_path} (exit {result.returncode}): "
-                f"{result.stderr.strip()[-1500:]}"
-            )
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-_kernel_lock = threading.Lock()
-_kernel_state = {}
+def _bind(library):
+    kernel = library.euler_serialize_batch
+    kernel.restype = ctypes.c_int64
+    kernel.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 8
+    return kernel
 
 
 def _load_kernel():
     """The ctypes function of the compiled kernel, or None (warned once) when unavailable."""
-    with _kernel_lock:
-        if "kernel" in _kernel_state:
-            return _kernel_state["kernel"]
-        kernel = None
-        try:
-            source = _KERNEL_SOURCE.read_bytes()
-            path = _library_path(source)
-            if not path.exists():
-                _compile(_KERNEL_SOURCE, path)
-            kernel = ctypes.CDLL(str(path)).euler_serialize_batch
-            kernel.restype = ctypes.c_int64
-            kernel.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 8
-        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-            warnings.warn(
-                f"skicml::euler_serialize runs its slow pure-Python reference because its C kernel "
-                f"could not be built: {exc}. Install a C compiler (e.g. `apt install gcc`) or point "
-                f"$CC at one, and make {_cache_dir()} writable (or set $SKICML_CACHE_DIR).",
-                RuntimeWarning, stacklevel=3,
-            )
-        _kernel_state["kernel"] = kernel
-        return kernel
+    return load_c_kernel(_LIBRARY, _KERNEL_SOURCE, _bind, op="skicml::euler_serialize",
+                         fallback="its slow pure-Python reference", flags=_CFLAGS)
 
 
 def _reset_kernel():
     """Forget the loaded kernel (and the fallback decision); for tests."""
-    with _kernel_lock:
-        _kernel_state.clear()
+    reset_c_kernel(_LIBRARY)
 
 
 def _run_kernel(kernel, ei, eptr, nptr, seed_arr):

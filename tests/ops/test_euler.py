@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from skicml.ops import _euler, euler_serialize, euler_serialize_reference
+from skicml.ops import _dispatch, _euler, euler_serialize, euler_serialize_reference
 from skicml.ops.testing import check_custom_op
 
 
@@ -292,7 +292,7 @@ def test_concurrent_compiles_leave_one_complete_library(tmp_path):
 
     def build():
         try:
-            _euler._compile(_euler._KERNEL_SOURCE, target)
+            _dispatch.compile_c_library(_euler._KERNEL_SOURCE, target, _euler._CFLAGS)
         except (OSError, RuntimeError) as exc:  # reported below
             errors.append(exc)
 
@@ -309,7 +309,7 @@ def test_falls_back_to_reference_without_compiler(fresh_kernel, monkeypatch):
     graphs = FAMILIES["complete"] + FAMILIES["self_loops_multi"]
     seeds = list(range(len(graphs)))
     expected = _serialize(graphs, seeds, euler_serialize_reference)
-    monkeypatch.setattr(_euler, "_find_compiler", lambda: None)
+    monkeypatch.setattr(_dispatch, "find_c_compiler", lambda: None)
     with pytest.warns(RuntimeWarning, match="no C compiler was found.*Install a C compiler"):
         result = _serialize(graphs, seeds)
     _assert_same(result, expected)
