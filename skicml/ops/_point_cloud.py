@@ -10,8 +10,8 @@ Exactness. Squared distances are always computed as
 ``(dx*dx + dy*dy) + dz*dz`` in the accumulation dtype (float32 at least,
 float64 for float64 input), in this order, by the references and the kernels
 alike, and ties go to the lowest index. So FPS and kNN indices are exact and
-reproducible: the C kernel of FPS and the Triton kernels give the references'
-indices bit for bit.
+reproducible: the C kernels of FPS and kNN and the Triton kernels give the
+references' indices (and kNN distances) bit for bit.
 
 Memory. The kNN and nearest-neighbour references work on chunks of query
 points of at most ``_CHUNK_ELEMENTS`` distance entries, never the whole
@@ -21,12 +21,13 @@ Implementations:
 
 - ``skicml::farthest_point_sample``: a C loop (``_fps_kernel.c``, compiled on
   first use) on CPU, a Triton kernel on CUDA (one program per cloud);
-- ``skicml::knn``: the chunked torch reference on CPU, a fused distance +
-  top-k Triton kernel on CUDA for small ``k``;
+- ``skicml::knn``: a C loop (``_knn_kernel.c``, compiled on first use; the
+  chunked torch reference for ``k`` above ``_C_MAX_K``) on CPU, a fused
+  distance + top-k Triton kernel on CUDA for small ``k``;
 - ``skicml::group_points``: a gather per sample, its backward a scatter-add;
 - ``skicml::chamfer_nearest``: for every point of ``a`` the squared distance
-  to its nearest point of ``b`` and that point's index, differentiable through
-  the pairs; :func:`chamfer_distance` is the mean of both directions;
+  to its nearest point of ``b`` and that point's index (the kNN C loop with
+  ``k = 1`` on CPU), differentiable through the pairs; :func:`chamfer_distance` is the mean of both directions;
 - :func:`three_nn_interpolate`: plain composition of ``knn`` and
   ``group_points``.
 """
@@ -77,6 +78,16 @@ _FPS_LIBRARY = "fps_kernel"
 # comment at the top of _fps_kernel.c for why they change no result).
 _FPS_CFLAGS = ("-O3", *C_FLAGS[1:], "-ffp-contract=off", "-ffinite-math-only",
                "-fno-signed-zeros")
+
+_KNN_SOURCE = Path(__file__).with_name("_knn_kernel.c")
+_KNN_LIBRARY = "knn_kernel"
+_KNN_CFLAGS = ("-O3", *C_FLAGS[1:], "-ffp-contract=off")
+# The C kernel keeps the k nearest by insertion, O(k) per entering candidate:
+# beyond this k the reference's topk is cheaper.
+_C_MAX_K = 128
+# Below this many distance entries a call stays on one thread: starting the
+# pool would cost more than it saves.
+_C_PARALLEL_WORK = 2**18
 
 
 def _accumulation_dtype(dtype):
@@ -411,16 +422,80 @@ def _run_fps_kernel(kernels, points, n_samples, start):
             raise MemoryError("farthest_point_sample: the C kernel could not allocate its work "
                               f"space ({4 * per_cloud // 3} bytes).")
 
-    # ctypes releases the GIL: clouds are split across torch's intra-op threads.
-    n_threads = min(torch.get_num_threads(), n_clouds)
-    if n_threads <= 1 or n_points * n_samples < 2**16:
-        run(0, n_clouds)
-        return out
-    bounds = [n_clouds * t // n_threads for t in range(n_threads + 1)]
+    _split_across_threads(run, n_clouds, parallel=n_points * n_samples >= 2**16)
+    return out
+
+
+def _split_across_threads(run, n_items, parallel):
+    """``run(first, stop)`` over ``[0, n_items)``, in equal slices on torch's intra-op threads.
+
+    ctypes releases the GIL, so the slices of a C kernel run concurrently.
+    One call on this thread when ``parallel`` is false or one thread is set.
+    """
+    n_threads = min(torch.get_num_threads(), n_items)
+    if n_threads <= 1 or not parallel:
+        run(0, n_items)
+        return
+    bounds = [n_items * t // n_threads for t in range(n_threads + 1)]
     with ThreadPoolExecutor(n_threads) as pool:
         for future in [pool.submit(run, a, b) for a, b in itertools.pairwise(bounds)]:
             future.result()
-    return out
+
+
+# --------------------------------------------------------------------------
+# kNN and nearest neighbour: the C kernel (CPU)
+
+
+def _bind_knn(library):
+    kernels = {}
+    for dtype, name in ((torch.float32, "knn_float32"), (torch.float64, "knn_float64")):
+        fn = getattr(library, name)
+        fn.restype = ctypes.c_int64
+        fn.argtypes = [ctypes.c_int64] * 5 + [ctypes.c_void_p] * 4
+        kernels[dtype] = fn
+    return kernels
+
+
+def _load_knn_kernel():
+    """The C kernels by dtype, or None (warned once) when they cannot be built."""
+    return load_c_kernel(_KNN_LIBRARY, _KNN_SOURCE, _bind_knn, op="skicml::knn",
+                         fallback="its plain-torch reference", flags=_KNN_CFLAGS)
+
+
+def _reset_knn_kernel():
+    """Forget the loaded kernel (and the fallback decision); for tests."""
+    reset_c_kernel(_KNN_LIBRARY)
+
+
+def _c_knn_kernels(query, k):
+    """The C kernels when they should run ``knn`` on ``query``'s device for this ``k``, else None."""
+    if query.device.type != "cpu" or k > _C_MAX_K or not gpu_kernels_enabled():
+        return None
+    return _load_knn_kernel()
+
+
+def _run_knn_kernel(kernels, query, points, k):
+    """``knn`` by the C kernel (any 1 <= k <= N): the reference's results bit for bit."""
+    acc = _accumulation_dtype(query.dtype)
+    q = query.detach().to(acc).contiguous()
+    p = points.detach().to(acc).contiguous()
+    n_clouds, n_query = q.shape[:2]
+    n_points = p.shape[1]
+    distances = torch.empty((n_clouds, n_query, k), dtype=acc)
+    indices = torch.empty((n_clouds, n_query, k), dtype=torch.int64)
+    kernel = kernels[acc]
+
+    def run(first, stop):
+        # Rows are (cloud, query point) pairs: a slice may start inside a cloud.
+        status = kernel(n_query, n_points, k, first, stop, q.data_ptr(), p.data_ptr(),
+                        distances.data_ptr(), indices.data_ptr())
+        if status < 0:
+            raise MemoryError("knn: the C kernel could not allocate its work space "
+                              f"({4 * n_points * p.element_size()} bytes).")
+
+    n_rows = n_clouds * n_query
+    _split_across_threads(run, n_rows, parallel=n_rows * n_points >= _C_PARALLEL_WORK)
+    return distances, indices
 
 
 @torch.library.custom_op("skicml::farthest_point_sample", mutates_args=())
@@ -451,7 +526,11 @@ def _(points, n_samples, start_index):
 
 @torch.library.custom_op("skicml::knn", mutates_args=())
 def _knn_op(query: torch.Tensor, points: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return knn_reference(query, points, k)
+    # The CPU kernel; the checks are in knn.
+    kernels = _c_knn_kernels(query, k)
+    if kernels is None:
+        return knn_reference(query, points, k)
+    return _run_knn_kernel(kernels, query, points, k)
 
 
 @_knn_op.register_fake
@@ -502,7 +581,12 @@ _group_op.register_autograd(_group_backward, setup_context=_group_setup_context)
 
 @torch.library.custom_op("skicml::chamfer_nearest", mutates_args=())
 def _nearest_op(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _nearest_reference(a, b)
+    # The CPU kernel: the nearest neighbour is knn's k = 1 (the first minimum).
+    kernels = _c_knn_kernels(a, 1)
+    if kernels is None:
+        return _nearest_reference(a, b)
+    distances, indices = _run_knn_kernel(kernels, a, b, 1)
+    return distances.squeeze(-1), indices.squeeze(-1)
 
 
 @_nearest_op.register_fake

@@ -207,6 +207,127 @@ def test_disable_custom_kernels_runs_reference(monkeypatch):
 
 
 # --------------------------------------------------------------------------
+# The C kernel of kNN (and of the nearest neighbour, its k = 1)
+
+
+def _assert_same_knn(got, expected):
+    assert got[0].dtype == expected[0].dtype
+    assert torch.equal(got[1], expected[1]) and torch.equal(got[0], expected[0])
+
+
+# Up to 150 points: clouds of at least 2 * 16 points take the kernel's bounded
+# candidate path, smaller ones (or a large k) the plain one.
+@settings(max_examples=40, deadline=None)
+@given(n_clouds=st.integers(1, 3), n_query=st.integers(1, 20), n_points=st.integers(1, 150),
+       data=st.data(), grid=st.sampled_from([None, 2, 4]),
+       dtype=st.sampled_from([torch.float32, torch.float64]), seed=st.integers(0, 2**16))
+def test_knn_c_kernel_equals_reference_bit_for_bit(n_clouds, n_query, n_points, data, grid, dtype,
+                                                   seed):
+    points = _cloud(n_clouds, n_points, seed=seed, dtype=dtype, grid=grid)
+    query = _cloud(n_clouds, n_query, seed=seed + 1, dtype=dtype, grid=grid)
+    k = data.draw(st.one_of(st.integers(1, min(n_points, 40)), st.just(n_points)))
+    kernels = _point_cloud._load_knn_kernel()
+    assert kernels is not None  # a compiler is present here
+    expected = knn_reference(query, points, k)
+    got = _point_cloud._run_knn_kernel(kernels, query, points, k)
+    _assert_same_knn(got, expected)
+    _assert_same_knn(knn(query, points, k), expected)
+    nearest = _point_cloud._nearest_op(query, points)
+    reference = _point_cloud._nearest_reference(query, points)
+    assert torch.equal(nearest[1], reference[1]) and torch.equal(nearest[0], reference[0])
+
+
+def test_knn_c_kernel_duplicates_and_ties_go_to_the_lowest_index():
+    kernels = _point_cloud._load_knn_kernel()
+    same = torch.zeros(2, 70, 3)
+    distances, indices = _point_cloud._run_knn_kernel(kernels, same[:, :3], same, 20)
+    assert torch.equal(indices, torch.arange(20).expand(2, 3, 20))
+    assert torch.all(distances == 0)
+    # Points on a line at 0, +-1, +-2, ... from the query: each distance twice
+    # (bar 0), the lower index first; the shuffled order makes the ties
+    # arrive in every order relative to the buffer's contents.
+    offsets = torch.arange(-40, 41, dtype=torch.float64)
+    order = torch.randperm(81, generator=torch.Generator().manual_seed(0))
+    points = torch.zeros(1, 81, 3, dtype=torch.float64)
+    points[0, :, 0] = offsets[order]
+    query = torch.zeros(1, 1, 3, dtype=torch.float64)
+    for k in (1, 2, 3, 16, 17, 32, 80, 81):
+        got = _point_cloud._run_knn_kernel(kernels, query, points, k)
+        _assert_same_knn(got, knn_reference(query, points, k))
+        pairs = [(offsets[order[i]].abs().item(), i) for i in range(81)]
+        assert got[1][0, 0].tolist() == [i for _, i in sorted(pairs)[:k]]
+
+
+def test_knn_c_kernel_across_threads_and_half_precision(monkeypatch):
+    points = _cloud(3, 300, seed=4, dtype=torch.float32, grid=6)
+    query = _cloud(3, 41, seed=5, dtype=torch.float32, grid=6)
+    expected = knn_reference(query, points, 12)
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(_point_cloud, "_C_PARALLEL_WORK", 0)
+    torch.set_num_threads(2)  # the 123 rows split inside the second cloud
+    try:
+        _assert_same_knn(knn(query, points, 12), expected)
+    finally:
+        torch.set_num_threads(threads)
+    half = (points / 6).half(), (query / 6).half()
+    _assert_same_knn(knn(half[1], half[0], 5), knn_reference(half[1], half[0], 5))
+
+
+def test_knn_beyond_the_c_limit_runs_the_reference(monkeypatch):
+    def no_kernel(*args):
+        raise AssertionError("the C kernel must not run for k > _C_MAX_K")
+
+    points = _cloud(2, 30, seed=8, grid=3)
+    expected = knn_reference(points, points, 9)
+    monkeypatch.setattr(_point_cloud, "_C_MAX_K", 8)
+    monkeypatch.setattr(_point_cloud, "_run_knn_kernel", no_kernel)
+    _assert_same_knn(knn(points, points, 9), expected)
+
+
+@pytest.fixture
+def fresh_knn_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKICML_CACHE_DIR", str(tmp_path))
+    _point_cloud._reset_knn_kernel()
+    yield tmp_path
+    _point_cloud._reset_knn_kernel()
+
+
+def test_knn_c_kernel_is_compiled_into_the_cache(fresh_knn_kernel):
+    points = _cloud(2, 40, seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _assert_same_knn(knn(points, points, 7), knn_reference(points, points, 7))
+    (library,) = fresh_knn_kernel.iterdir()
+    assert library.name.startswith("knn_kernel-") and library.suffix == ".so"
+
+
+def test_knn_falls_back_to_reference_without_compiler(fresh_knn_kernel, monkeypatch):
+    monkeypatch.setattr(_dispatch, "find_c_compiler", lambda: None)
+    a, b = _cloud(2, 40, seed=10), _cloud(2, 33, seed=11)
+    expected = knn_reference(a, b, 6)
+    with pytest.warns(RuntimeWarning, match="knn runs its plain-torch reference .*no C compiler"):
+        _assert_same_knn(knn(a, b, 6), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once, not on every call, nor for chamfer
+        _assert_same_knn(knn(a, b, 6), expected)
+        torch.testing.assert_close(chamfer_distance(a, b), chamfer_distance_reference(a, b),
+                                   rtol=0, atol=0)
+    assert list(fresh_knn_kernel.glob("*.so")) == []
+
+
+def test_knn_disable_custom_kernels_runs_reference(monkeypatch):
+    def no_kernel():
+        raise AssertionError("the kernel must not be loaded")
+
+    monkeypatch.setenv("SKICML_DISABLE_CUSTOM_KERNELS", "1")
+    monkeypatch.setattr(_point_cloud, "_load_knn_kernel", no_kernel)
+    points = _cloud(1, 30, seed=12)
+    _assert_same_knn(knn(points, points, 5), knn_reference(points, points, 5))
+    assert torch.equal(chamfer_distance(points, points[:, :9]),
+                       chamfer_distance_reference(points, points[:, :9]))
+
+
+# --------------------------------------------------------------------------
 # FPS properties (spec section 6.1)
 
 
