@@ -7,6 +7,7 @@ The method families add their generators here (``make_shape_scenes``,
 
 from ._contexture import make_context_blobs, make_planted_spectrum
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
+from ._point_clouds import POINT_CLOUD_CLASSES, make_point_clouds
 from ._shapes import (
     CAPTION_PERTURBATIONS,
     CORRUPTIONS,
@@ -25,6 +26,7 @@ __all__ = [
     "CAPTION_PERTURBATIONS",
     "CORRUPTIONS",
     "HARTREE_TO_EV",
+    "POINT_CLOUD_CLASSES",
     "SHAPE_COLORS",
     "SHAPE_NAMES",
     "SHAPE_SIZES",
@@ -38,6 +40,7 @@ __all__ = [
     "make_needle_embeddings",
     "make_needle_videos",
     "make_planted_spectrum",
+    "make_point_clouds",
     "make_shape_scenes",
     "make_triangle_graphs",
     "make_wearable_cohort",
