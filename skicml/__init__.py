@@ -17,6 +17,7 @@ __version__ = "0.1.0.dev0"
 # Public name -> the subpackage that defines it.
 _FLAGSHIPS = {
     "ContextureEmbedding": "contexture",
+    "GAPromptClassifier": "pointcloud",
     "GraphGPTClassifier": "graph",
     "GraphGPTRegressor": "graph",
     "TabICLClassifier": "tabicl",
@@ -24,7 +25,9 @@ _FLAGSHIPS = {
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",
 }
-_SUBPACKAGES = ["clip", "contexture", "datasets", "graph", "nn", "ops", "tabicl", "utils", "video", "wearable"]
+_SUBPACKAGES = [
+    "clip", "contexture", "datasets", "graph", "nn", "ops", "pointcloud", "tabicl", "utils", "video", "wearable",
+]
 
 __all__ = [*sorted(_FLAGSHIPS), "__version__"]
 

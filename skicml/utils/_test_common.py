@@ -73,6 +73,17 @@ TEST_PARAMS = {
     "ViLAMPClassifier": dict(d_model=16, n_heads=2, max_epochs=20, batch_size=32, lr=2e-2, random_state=0,
                              device="cpu"),
     "CLIPVideoEncoder": dict(embedder="clip_test"),
+    # A random two-block backbone (built in construct_instance) on clouds of
+    # 16 points: rows of the checks' feature matrices read as a few points
+    # each, not normalised, so that their positions carry the classes.
+    # float64 for the batch-invariance checks.
+    "GAPromptClassifier": dict(pretrained="pointmae_test", n_points=16, n_groups=4, group_size=4,
+                               n_point_prompts=2, n_token_prompts=2, adapter_dim=4, head_hidden=0,
+                               normalize=False, augment=None, max_epochs=8, batch_size=100, lr=5e-2,
+                               validation_fraction=None, dtype="float64", random_state=0, device="cpu"),
+    "PointMAEPretrainer": dict(trans_dim=8, depth=1, num_heads=2, n_points=16, n_groups=4, group_size=4,
+                               decoder_depth=1, decoder_heads=2, normalize=False, augment=None, max_epochs=1,
+                               batch_size=16, dtype="float64", random_state=0, device="cpu"),
 }
 
 #: Estimators scikit-learn's checks cannot exercise at all, with the reason
@@ -110,6 +121,30 @@ def _test_context(name):
     return KNNContext(n_neighbors=5) if name == "knn_test" else name
 
 
+def _pointmae_test_file():
+    """A random two-block Point-MAE backbone in a file, written once per process.
+
+    A file, not the module itself: scikit-learn's checks hash parameters
+    before and after ``fit``, and a deep copy of a torch module hashes
+    differently from the module even when nothing changed.
+    """
+    import os
+    import tempfile
+
+    from skicml._weights import save_module
+    from skicml.base import seeded
+    from skicml.pointcloud import PointMAEBackbone
+
+    path = os.path.join(tempfile.gettempdir(), f"skicml-pointmae-test-{os.getpid()}.pt")
+    if not os.path.exists(path):
+        with seeded(0):
+            backbone = PointMAEBackbone(trans_dim=8, depth=2, num_heads=2, num_group=4, group_size=4,
+                                        encoder_channels=(8, 16, 16))
+        config = {k: v for k, v in backbone.config.items() if k not in ("num_group", "group_size")}
+        save_module(path, backbone, config, {"weights": "random, for the common tests"})
+    return path
+
+
 def construct_instance(cls):
     """An instance of ``cls`` with its test-time parameters."""
     params = dict(TEST_PARAMS.get(cls.__name__, {}))
@@ -121,6 +156,8 @@ def construct_instance(cls):
         from skicml.clip import CLIPEmbedder
 
         params["embedder"] = CLIPEmbedder(**TEST_PARAMS["CLIPEmbedder"])
+    if params.get("pretrained") == "pointmae_test":
+        params["pretrained"] = _pointmae_test_file()
     if "contexts" in params:
         params["contexts"] = [_test_context(name) for name in params["contexts"]]
     return cls(**params)

@@ -1,0 +1,37 @@
+"""The point-cloud family's row of ``skicml tour``."""
+
+import time
+
+from ..utils.tour import TourEntry
+
+_N_POINTS = 256
+_PER_CLASS = 40
+
+
+def _run():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from ..datasets import make_point_clouds
+    from ._classifier import GAPromptClassifier
+    from ._features import ShapeDistributionFeatures
+
+    # Ten shapes on a floor with clutter, cut by a half-space and holed; test
+    # clouds have rotations, cuts and holes no training cloud had.
+    train = make_point_clouds(10 * _PER_CLASS, n_points=_N_POINTS, variant="hardest", random_state=0)
+    test = make_point_clouds(10 * _PER_CLASS, n_points=_N_POINTS, variant="hardest", random_state=1)
+    model = GAPromptClassifier(pretrained="tiny-pointmae", n_points=_N_POINTS, n_groups=32, max_epochs=6,
+                               lr=1e-3, warmup_epochs=1, device="cpu", random_state=0)
+    start = time.perf_counter()
+    score = model.fit(train.points, train.target).score(test.points, test.target)
+    seconds = time.perf_counter() - start
+    baseline = make_pipeline(ShapeDistributionFeatures(n_points=_N_POINTS), StandardScaler(),
+                             LogisticRegression(max_iter=2000))
+    baseline_score = baseline.fit(train.points, train.target).score(test.points, test.target)
+    return {"score": score, "baseline_score": baseline_score, "seconds": seconds}
+
+
+def tour_entries():
+    return [TourEntry("GAPromptClassifier", f"occluded shapes in clutter, 10 classes, {_N_POINTS} points",
+                      "accuracy (higher is better)", "D2 shape histograms + LR", _run)]
