@@ -42,7 +42,7 @@ register_weights(
     "tiny-pointmae",
     "skicml.pointcloud",
     "_weights/tiny_pointmae.pt",
-    sha256="7988ef0edfb5c612a185b8753b8944d12f533804c14f3aaeaf3f8e7e45a445db",
+    sha256="31f3b0efed83ed451784f202ff7f708323f9d1cfaf243a1f7c28b41068a33eac",
     description="Point-MAE backbone (width 128, 6 blocks, 4 heads, 1.6M parameters, fp16) pretrained by "
                 "masked point modelling on 96,000 clean primitive-shape clouds of 512 points, rotated over SO(3)",
     benchmark="see doc/performance.rst (GAPrompt on held-out 'hardest' clouds)",

@@ -302,13 +302,28 @@ def normalize_point_clouds(clouds):
     return _centred_in_unit_sphere(torch.from_numpy(np.ascontiguousarray(array))).numpy()
 
 
+def _check_group_size(X, group_size, name):
+    """Refuse clouds with fewer points than a neighbourhood holds (flat rows are exempt: padded by design)."""
+    if group_size is None:
+        return
+    sizes = [len(cloud) for cloud in X] if isinstance(X, (list, tuple)) else [np.shape(X)[1]] * (np.ndim(X) == 3)
+    small = [i for i, size in enumerate(sizes) if size < group_size]
+    if small:
+        raise ValueError(
+            f"{name}: {len(small)} cloud(s) have fewer points than group_size={group_size} (the first, at index "
+            f"{small[0]}, has {sizes[small[0]]}); every neighbourhood would repeat points. Lower group_size or "
+            "drop those clouds."
+        )
+
+
 def validate_point_clouds(estimator, X, *, reset, normalize=True):
     """An estimator's clouds: :func:`check_point_clouds` with its ``n_features_in_`` for flat rows.
 
     Rows of a 2-D array, a DataFrame or a list of flat rows are validated by
     scikit-learn's ``validate_data`` first, so ``fit`` records
     ``n_features_in_`` and later calls refuse rows of another width; clouds
-    in any other form carry no feature count.
+    in any other form carry no feature count, and those with fewer points
+    than the estimator's ``group_size`` are refused.
 
     Parameters
     ----------
@@ -332,8 +347,10 @@ def validate_point_clouds(estimator, X, *, reset, normalize=True):
             not hasattr(X, "ndim") and np.asarray(X).ndim == 2)
     if flat_rows:
         X = validate_data(estimator, X, reset=reset, dtype=[np.float64, np.float32])
-    elif reset and hasattr(estimator, "n_features_in_"):
-        del estimator.n_features_in_
+    else:
+        if reset and hasattr(estimator, "n_features_in_"):
+            del estimator.n_features_in_
+        _check_group_size(X, getattr(estimator, "group_size", None), name)
     clouds = check_point_clouds(X, n_points=estimator.n_points, estimator_name=name,
                                 reset_channels_warning=reset)
     if not normalize:

@@ -132,6 +132,9 @@ def main(argv=None):
         backbone = PointMAEBackbone(args.trans_dim, args.depth, args.heads, args.n_groups, args.group_size)
         model = PointMAE(backbone, args.mask_ratio, args.decoder_depth, args.heads)
     source = _CloudStream(args.batch_size, args.n_points, args.variant, args.rotation, args.seed)
+    # Masks and stochastic depth draw from the global generator: seeded, so a
+    # run gives the same weights in any process (a resumed run restores it).
+    torch.manual_seed(args.seed)
     start = time.perf_counter()
     history = pretrain(
         model, source, lambda m, batch: m(batch), steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,

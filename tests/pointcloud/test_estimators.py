@@ -206,3 +206,16 @@ def test_nan_coordinates_are_refused_naming_the_cloud(data, fitted):
         fitted.predict(clouds)
     with pytest.raises(ValueError, match="NaN"):
         _classifier().fit(clouds, data.target[:4])
+
+
+def test_clouds_smaller_than_a_group_are_refused(data, fitted):
+    clouds = [data.points[0], data.points[1][:5]]
+    with pytest.raises(ValueError, match=r"fewer points than group_size=8 \(the first, at index 1, has 5\)"):
+        fitted.predict(clouds)
+    with pytest.raises(ValueError, match="fewer points than group_size=8"):
+        fitted.predict(data.points[:2, :6])
+
+
+def test_a_wrong_last_dimension_is_refused(data, fitted):
+    with pytest.raises(ValueError, match="3"):
+        fitted.predict(data.points[:2, :, :2])
