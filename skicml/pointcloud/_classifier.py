@@ -28,7 +28,7 @@ from ._backbone import resolve_backbone
 from ._input import validate_point_clouds
 from ._model import PEFT_METHODS, GAPromptNetwork
 
-__all__ = ["DTYPES", "GAPromptClassifier", "read_clouds", "rotate_clouds"]
+__all__ = ["DTYPES", "Augmented", "GAPromptClassifier", "read_clouds", "rotate_clouds"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -67,8 +67,13 @@ def read_clouds(estimator, X, reset):
     return torch.as_tensor(np.ascontiguousarray(clouds)).to(DTYPES[estimator.dtype])
 
 
-class _Augmented(torch.nn.Module):
-    """The network with training-time augmentation of its input clouds."""
+class Augmented(torch.nn.Module):
+    """A network with training-time augmentation of its input clouds.
+
+    ``augment`` is ``"rotate_y"``, ``"rotate_so3"``, a callable on a
+    ``(B, N, 3)`` tensor or None; the network's output is returned as it is
+    (logits, or a pretraining loss).
+    """
 
     def __init__(self, network, augment):
         super().__init__()
@@ -346,7 +351,7 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         if patience is None and validation:
             patience = self.max_epochs
         module, history = self._fit_module(
-            _Augmented(network, self.augment), clouds, targets, loss="cross_entropy", grad_clip=10.0,
+            Augmented(network, self.augment), clouds, targets, loss="cross_entropy", grad_clip=10.0,
             validation_fraction=validation, stratify=validation is not None, n_iter_no_change=patience,
             warmup_fraction=min(1.0, self.warmup_epochs / max(self.max_epochs, 1)), seed=seed,
         )

@@ -19,22 +19,10 @@ from ..utils.param_validation import (
     shared_constraints,
 )
 from ._backbone import resolve_backbone
-from ._classifier import DTYPES, read_clouds, rotate_clouds
+from ._classifier import DTYPES, Augmented, read_clouds
 from ._model import PointMAE, PointMAEBackbone
 
 __all__ = ["PointMAEPretrainer"]
-
-
-class _AugmentedMAE(torch.nn.Module):
-    def __init__(self, mae, augment):
-        super().__init__()
-        self.mae = mae
-        self.augment = augment
-
-    def forward(self, points):
-        if self.training and self.augment is not None:
-            points = rotate_clouds(points, "y" if self.augment == "rotate_y" else "so3")
-        return self.mae(points)
 
 
 class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
@@ -173,9 +161,9 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
         clouds = read_clouds(self, X, reset=True)
         seed = self._seed()
         mae = self._build(seed).to(DTYPES[self.dtype])
-        module, history = self._fit_module(_AugmentedMAE(mae, self.augment), clouds, None, loss=None,
+        module, history = self._fit_module(Augmented(mae, self.augment), clouds, None, loss=None,
                                            grad_clip=10.0, warmup_fraction=0.05, seed=seed)
-        self.module_ = module.mae.eval()
+        self.module_ = module.network.eval()
         self.history_ = {"train_loss": list(history.train_loss)}
         self.n_iter_ = history.n_epochs
         return self
