@@ -306,7 +306,11 @@ def _check_group_size(X, group_size, name):
     """Refuse clouds with fewer points than a neighbourhood holds (flat rows are exempt: padded by design)."""
     if group_size is None:
         return
-    sizes = [len(cloud) for cloud in X] if isinstance(X, (list, tuple)) else [np.shape(X)[1]] * (np.ndim(X) == 3)
+    if isinstance(X, (list, tuple)):
+        sizes = [len(cloud) for cloud in X]
+    else:
+        # Input of another rank is left to check_point_clouds, which names the expected shapes.
+        sizes = [np.shape(X)[1]] * np.shape(X)[0] if np.ndim(X) == 3 else []
     small = [i for i, size in enumerate(sizes) if size < group_size]
     if small:
         raise ValueError(

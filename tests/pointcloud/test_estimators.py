@@ -212,8 +212,14 @@ def test_clouds_smaller_than_a_group_are_refused(data, fitted):
     clouds = [data.points[0], data.points[1][:5]]
     with pytest.raises(ValueError, match=r"fewer points than group_size=8 \(the first, at index 1, has 5\)"):
         fitted.predict(clouds)
-    with pytest.raises(ValueError, match="fewer points than group_size=8"):
+    with pytest.raises(ValueError, match=r"2 cloud\(s\) have fewer points than group_size=8"):
         fitted.predict(data.points[:2, :6])
+
+
+@pytest.mark.parametrize("X", [np.zeros(12), np.zeros((2, 3, 4, 3))], ids=["1-d", "4-d"])
+def test_input_of_another_rank_names_the_expected_shapes(fitted, X):
+    with pytest.raises(ValueError, match="expected point clouds|Reshape|reshape"):
+        fitted.predict(X)
 
 
 def test_a_wrong_last_dimension_is_refused(data, fitted):
