@@ -26,7 +26,8 @@ then one probe per health label scored on people never seen by the probe
 ``make_wearable_cohort(..., temporal_labels=True)``: the same people and
 labels plus three whose signal is in the timing of sleep and activity
 (``social_jet_lag``, ``sleep_irregularity``, ``phase_shift``), and
-``--skip-hgb`` leaves out ``summary+HGB``, the slowest contender.
+``--skip-hgb`` leaves out ``summary+HGB``, the slowest contender, and
+``--skip-sensor`` the two with the simulated sensor embedding.
 
 The pretraining and evaluation cohorts are drawn with different seeds, so the
 evaluation people are new to every encoder. Prints AUROC (binary labels) and
@@ -73,6 +74,7 @@ def main():
     parser.add_argument("--temporal-labels", action="store_true",
                         help="evaluate on a cohort with the temporal-pattern labels as well")
     parser.add_argument("--skip-hgb", action="store_true", help="leave out summary+HGB")
+    parser.add_argument("--skip-sensor", action="store_true", help="leave out wbm+sensor and sensor only")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -100,9 +102,11 @@ def main():
     start = time.perf_counter()
     features["wbm-shipped"] = shipped.transform(X)
     timing["wbm-shipped"] = (np.nan, len(X) / (time.perf_counter() - start))
-    features["wbm+sensor"] = np.hstack([features["wbm-shipped"], sensor])
+    if not args.skip_sensor:
+        features["wbm+sensor"] = np.hstack([features["wbm-shipped"], sensor])
     features["wbm+summary"] = np.hstack([features["wbm-shipped"], features["summary+LR"]])
-    features["sensor only"] = sensor
+    if not args.skip_sensor:
+        features["sensor only"] = sensor
 
     # The control has the shipped network's architecture, with random weights.
     architecture = {k: v for k, v in shipped.config_.items() if k != "channel_names"}

@@ -46,6 +46,20 @@ def _squared(dx, dy, dz):
 
 
 @triton.jit
+def _load_xyz(base, index, mask):
+    """The coordinates of the points ``index`` of a contiguous (N, 3) cloud at ``base``, 0 where masked."""
+    x = tl.load(base + index * 3, mask=mask, other=0.0)
+    y = tl.load(base + index * 3 + 1, mask=mask, other=0.0)
+    z = tl.load(base + index * 3 + 2, mask=mask, other=0.0)
+    return x, y, z
+
+
+@triton.jit
+def _load_point(base, index):
+    return tl.load(base + index * 3), tl.load(base + index * 3 + 1), tl.load(base + index * 3 + 2)
+
+
+@triton.jit
 def _fps_kernel(p_ptr, start_ptr, out_ptr, scratch_ptr, N, S,
                 BLOCK: tl.constexpr, ONE_TILE: tl.constexpr, ACC: tl.constexpr):
     cloud = tl.program_id(0).to(tl.int64)
@@ -55,16 +69,12 @@ def _fps_kernel(p_ptr, start_ptr, out_ptr, scratch_ptr, N, S,
     offs = tl.arange(0, BLOCK)
     if ONE_TILE:
         ok = offs < N
-        x = tl.load(base + offs * 3, mask=ok, other=0.0)
-        y = tl.load(base + offs * 3 + 1, mask=ok, other=0.0)
-        z = tl.load(base + offs * 3 + 2, mask=ok, other=0.0)
+        x, y, z = _load_xyz(base, offs, ok)
         # -1 below any distance: padding lanes are never picked.
         nearest = tl.where(ok, float("inf"), -1.0).to(ACC)
         for i in range(S):
             tl.store(out + i, current)
-            cx = tl.load(base + current * 3)
-            cy = tl.load(base + current * 3 + 1)
-            cz = tl.load(base + current * 3 + 2)
+            cx, cy, cz = _load_point(base, current)
             d = _squared(x - cx, y - cy, z - cz)
             nearest = tl.where(ok, tl.minimum(nearest, d), nearest)
             best = tl.max(nearest, axis=0)
@@ -73,17 +83,13 @@ def _fps_kernel(p_ptr, start_ptr, out_ptr, scratch_ptr, N, S,
         scratch = scratch_ptr + cloud * N
         for i in range(S):
             tl.store(out + i, current)
-            cx = tl.load(base + current * 3)
-            cy = tl.load(base + current * 3 + 1)
-            cz = tl.load(base + current * 3 + 2)
+            cx, cy, cz = _load_point(base, current)
             best = tl.max(tl.full((BLOCK,), -1.0, ACC), axis=0)
             best_index = current * 0
             for start in range(0, N, BLOCK):
                 j = start + offs
                 ok = j < N
-                x = tl.load(base + j * 3, mask=ok, other=0.0)
-                y = tl.load(base + j * 3 + 1, mask=ok, other=0.0)
-                z = tl.load(base + j * 3 + 2, mask=ok, other=0.0)
+                x, y, z = _load_xyz(base, j, ok)
                 d = _squared(x - cx, y - cy, z - cz)
                 m = tl.minimum(tl.load(scratch + j, mask=ok, other=0.0), d)
                 tl.store(scratch + j, m, mask=ok)
@@ -129,9 +135,7 @@ def _knn_kernel(q_ptr, p_ptr, dist_ptr, index_ptr, Q, N, K,
     rows = tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q)
     row_ok = rows < Q
     q_base = q_ptr + cloud * Q * 3
-    qx = tl.load(q_base + rows * 3, mask=row_ok, other=0.0)
-    qy = tl.load(q_base + rows * 3 + 1, mask=row_ok, other=0.0)
-    qz = tl.load(q_base + rows * 3 + 2, mask=row_ok, other=0.0)
+    qx, qy, qz = _load_xyz(q_base, rows, row_ok)
     p_base = p_ptr + cloud * N * 3
     out = (cloud * Q + rows) * K
     cols = tl.arange(0, BLOCK_N)
@@ -144,9 +148,7 @@ def _knn_kernel(q_ptr, p_ptr, dist_ptr, index_ptr, Q, N, K,
         for start in range(0, N, BLOCK_N):
             j = start + cols
             ok = j < N
-            px = tl.load(p_base + j * 3, mask=ok, other=0.0)
-            py = tl.load(p_base + j * 3 + 1, mask=ok, other=0.0)
-            pz = tl.load(p_base + j * 3 + 2, mask=ok, other=0.0)
+            px, py, pz = _load_xyz(p_base, j, ok)
             d = _squared(qx[:, None] - px[None, :], qy[:, None] - py[None, :],
                          qz[:, None] - pz[None, :])
             jj = j.to(tl.int64)[None, :]
@@ -188,9 +190,7 @@ def _nearest_kernel(a_ptr, b_ptr, dist_ptr, index_ptr, NA, NB,
     rows = tl.program_id(1) * BLOCK_A + tl.arange(0, BLOCK_A)
     row_ok = rows < NA
     a_base = a_ptr + cloud * NA * 3
-    ax = tl.load(a_base + rows * 3, mask=row_ok, other=0.0)
-    ay = tl.load(a_base + rows * 3 + 1, mask=row_ok, other=0.0)
-    az = tl.load(a_base + rows * 3 + 2, mask=row_ok, other=0.0)
+    ax, ay, az = _load_xyz(a_base, rows, row_ok)
     b_base = b_ptr + cloud * NB * 3
     cols = tl.arange(0, BLOCK_B)
     best = tl.full((BLOCK_A,), float("inf"), ACC)
@@ -198,9 +198,7 @@ def _nearest_kernel(a_ptr, b_ptr, dist_ptr, index_ptr, NA, NB,
     for start in range(0, NB, BLOCK_B):
         j = start + cols
         ok = j < NB
-        bx = tl.load(b_base + j * 3, mask=ok, other=0.0)
-        by = tl.load(b_base + j * 3 + 1, mask=ok, other=0.0)
-        bz = tl.load(b_base + j * 3 + 2, mask=ok, other=0.0)
+        bx, by, bz = _load_xyz(b_base, j, ok)
         d = _squared(ax[:, None] - bx[None, :], ay[:, None] - by[None, :],
                      az[:, None] - bz[None, :])
         d = tl.where(ok[None, :], d, float("inf"))

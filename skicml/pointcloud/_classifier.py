@@ -28,7 +28,7 @@ from ._backbone import resolve_backbone
 from ._input import validate_point_clouds
 from ._model import PEFT_METHODS, GAPromptNetwork
 
-__all__ = ["DTYPES", "Augmented", "GAPromptClassifier", "read_clouds", "rotate_clouds"]
+__all__ = ["DTYPES", "Augmented", "GAPromptClassifier", "forward_in_batches", "read_clouds", "rotate_clouds"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -65,6 +65,15 @@ def read_clouds(estimator, X, reset):
     """Clouds ``(n, n_points, 3)`` as a tensor of ``estimator.dtype``, normalised when it asks."""
     clouds = validate_point_clouds(estimator, X, reset=reset, normalize=estimator.normalize)
     return torch.as_tensor(np.ascontiguousarray(clouds)).to(DTYPES[estimator.dtype])
+
+
+def forward_in_batches(function, clouds, batch_size, device):
+    """``function`` over batches of ``clouds`` on ``device`` without gradients, as one float64 array."""
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(clouds), batch_size):
+            out.append(function(clouds[start:start + batch_size].to(device)).double().cpu())
+    return torch.cat(out).numpy()
 
 
 class Augmented(torch.nn.Module):
@@ -387,12 +396,7 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         clouds = self._clouds(X, reset=False)
         device = self._device()
         network = self.module_.to(device).eval()
-        out = []
-        with torch.inference_mode():
-            for start in range(0, len(clouds), self.batch_size):
-                batch = clouds[start:start + self.batch_size].to(device)
-                out.append(getattr(network, method)(batch).double().cpu())
-        return torch.cat(out).numpy()
+        return forward_in_batches(getattr(network, method), clouds, self.batch_size, device)
 
     def _class_logits(self, X):
         return self._forward(X, "forward")

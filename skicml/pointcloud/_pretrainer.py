@@ -19,7 +19,7 @@ from ..utils.param_validation import (
     shared_constraints,
 )
 from ._backbone import resolve_backbone
-from ._classifier import DTYPES, Augmented, read_clouds
+from ._classifier import DTYPES, Augmented, forward_in_batches, read_clouds
 from ._model import PointMAE, PointMAEBackbone
 
 __all__ = ["PointMAEPretrainer"]
@@ -188,12 +188,12 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
         clouds = read_clouds(self, X, reset=False)
         device = self._device()
         backbone = self.module_.backbone.to(device).eval()
-        out = []
-        with torch.inference_mode():
-            for start in range(0, len(clouds), self.batch_size):
-                tokens = backbone(clouds[start:start + self.batch_size].to(device))
-                out.append(torch.cat([tokens.amax(dim=1), tokens.mean(dim=1)], dim=-1).double().cpu())
-        return torch.cat(out).numpy()
+
+        def pooled(batch):
+            tokens = backbone(batch)
+            return torch.cat([tokens.amax(dim=1), tokens.mean(dim=1)], dim=-1)
+
+        return forward_in_batches(pooled, clouds, self.batch_size, device)
 
     def reconstruction_loss(self, X):
         """Mean masked-reconstruction Chamfer loss on clouds ``X`` (masks drawn from ``random_state``)."""
