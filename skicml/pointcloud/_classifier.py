@@ -28,7 +28,8 @@ from ._backbone import resolve_backbone
 from ._input import validate_point_clouds
 from ._model import PEFT_METHODS, GAPromptNetwork
 
-__all__ = ["DTYPES", "Augmented", "GAPromptClassifier", "forward_in_batches", "read_clouds", "rotate_clouds"]
+__all__ = ["DTYPES", "Augmented", "GAPromptClassifier", "exempt_from_weight_decay", "forward_in_batches", "read_clouds",
+           "rotate_clouds"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -65,6 +66,11 @@ def read_clouds(estimator, X, reset):
     """Clouds ``(n, n_points, 3)`` as a tensor of ``estimator.dtype``, normalised when it asks."""
     clouds = validate_point_clouds(estimator, X, reset=reset, normalize=estimator.normalize)
     return torch.as_tensor(np.ascontiguousarray(clouds)).to(DTYPES[estimator.dtype])
+
+
+def exempt_from_weight_decay(name, parameter):
+    """Point-MAE's rule, which GAPrompt keeps: biases, norms (1-D) and tokens train without weight decay."""
+    return parameter.ndim <= 1 or name.endswith(".bias") or "token" in name
 
 
 def forward_in_batches(function, clouds, batch_size, device):
@@ -168,6 +174,8 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
     batch_size : int, default=32
     lr : float, default=5e-4
     weight_decay : float, default=0.05
+        AdamW's decoupled weight decay, as in the official code not applied
+        to biases, other 1-D parameters and tokens (names holding "token").
     warmup_epochs : int, default=5
     validation_fraction : float or None, default=0.1
         Share of the clouds held out (stratified) to select the best epoch.
@@ -362,7 +370,8 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         module, history = self._fit_module(
             Augmented(network, self.augment), clouds, targets, loss="cross_entropy", grad_clip=10.0,
             validation_fraction=validation, stratify=validation is not None, n_iter_no_change=patience,
-            warmup_fraction=min(1.0, self.warmup_epochs / max(self.max_epochs, 1)), seed=seed,
+            warmup_fraction=min(1.0, self.warmup_epochs / max(self.max_epochs, 1)),
+            no_weight_decay=exempt_from_weight_decay, seed=seed,
         )
         self.module_ = module.network.eval()
         self.history_ = pd.DataFrame({

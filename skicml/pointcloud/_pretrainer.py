@@ -19,7 +19,7 @@ from ..utils.param_validation import (
     shared_constraints,
 )
 from ._backbone import resolve_backbone
-from ._classifier import DTYPES, Augmented, forward_in_batches, read_clouds
+from ._classifier import DTYPES, Augmented, exempt_from_weight_decay, forward_in_batches, read_clouds
 from ._model import PointMAE, PointMAEBackbone
 
 __all__ = ["PointMAEPretrainer"]
@@ -56,6 +56,7 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     batch_size : int, default=32
     lr : float, default=1e-3
     weight_decay : float, default=0.05
+        Not applied to biases, other 1-D parameters and tokens, as in Point-MAE.
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
@@ -162,7 +163,8 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
         seed = self._seed()
         mae = self._build(seed).to(DTYPES[self.dtype])
         module, history = self._fit_module(Augmented(mae, self.augment), clouds, None, loss=None,
-                                           grad_clip=10.0, warmup_fraction=0.05, seed=seed)
+                                           grad_clip=10.0, warmup_fraction=0.05,
+                                           no_weight_decay=exempt_from_weight_decay, seed=seed)
         self.module_ = module.network.eval()
         self.history_ = {"train_loss": list(history.train_loss)}
         self.n_iter_ = history.n_epochs

@@ -249,6 +249,27 @@ def _wrap_for_ddp(module, device, world_size):
     )
 
 
+def _without_decay(optimizer, module, rule):
+    """``optimizer`` with the parameters that ``rule(name, parameter)`` picks in a group of their own
+    without weight decay (one group, so the fused multi-tensor step still covers them)."""
+    if rule is None:
+        return optimizer
+    exempt = {id(parameter) for name, parameter in module.named_parameters() if rule(name, parameter)}
+
+    def build(param_groups, **settings):
+        groups = []
+        for group in param_groups:
+            params = list(group["params"])
+            options = {key: value for key, value in group.items() if key != "params"}
+            decayed = [p for p in params if id(p) not in exempt]
+            kept = [p for p in params if id(p) in exempt]
+            groups += [{"params": decayed, **options}] if decayed else []
+            groups += [{"params": kept, **options, "weight_decay": 0.0}] if kept else []
+        return optimizer(groups, **settings)
+
+    return build
+
+
 def _neural_net(module, *, criterion, optimizer, weight_decay, lr, max_epochs, batch_size,
                 validation_fraction, stratify, seed, callbacks, device):
     from skorch import NeuralNet
@@ -309,6 +330,7 @@ def fit_module(
     batch_size=128,
     lr=1e-3,
     weight_decay=0.0,
+    no_weight_decay=None,
     optimizer="adamw",
     lr_schedule="cosine",
     warmup_fraction=0.0,
@@ -347,6 +369,10 @@ def fit_module(
     batch_size : int, default=128
     lr : float, default=1e-3
     weight_decay : float, default=0.0
+    no_weight_decay : callable or None, default=None
+        ``no_weight_decay(name, parameter) -> bool`` picks the parameters
+        that train without weight decay (biases and norms, say); their names
+        are those of ``module.named_parameters()``. ``None`` decays all.
     optimizer : {"adamw", "adam", "sgd"} or torch.optim.Optimizer subclass
     lr_schedule : {"cosine", None}, default="cosine"
         Linear warmup over ``warmup_fraction`` of the steps, then cosine decay
@@ -406,7 +432,8 @@ def fit_module(
     train_module = _wrap_for_ddp(module, device, world_size)
     with seeded(seed, device):
         net = _neural_net(
-            train_module, criterion=criterion, optimizer=optimizer, weight_decay=weight_decay, lr=lr,
+            train_module, criterion=criterion, optimizer=_without_decay(optimizer, module, no_weight_decay),
+            weight_decay=weight_decay, lr=lr,
             max_epochs=max_epochs, batch_size=batch_size, validation_fraction=validation_fraction,
             stratify=stratify, seed=seed, callbacks=callbacks, device=device,
         )

@@ -7,9 +7,9 @@ import torch
 
 from skicml.base import seeded
 from skicml.datasets import make_point_clouds
-from skicml.pointcloud import GAPromptClassifier, PointMAEBackbone, PointMAEPretrainer
+from skicml.pointcloud import GAPromptClassifier, GAPromptNetwork, PointMAEBackbone, PointMAEPretrainer
 from skicml.pointcloud._backbone import official_state_dict
-from skicml.pointcloud._classifier import rotate_clouds
+from skicml.pointcloud._classifier import exempt_from_weight_decay, rotate_clouds
 
 
 def _backbone(seed=0):
@@ -225,3 +225,13 @@ def test_input_of_another_rank_names_the_expected_shapes(fitted, X):
 def test_a_wrong_last_dimension_is_refused(data, fitted):
     with pytest.raises(ValueError, match="3"):
         fitted.predict(data.points[:2, :, :2])
+
+
+def test_weight_decay_spares_biases_norms_and_tokens_as_the_official_code():
+    network = GAPromptNetwork(_backbone(), 3)
+    parameters = dict(network.named_parameters())
+    exempt = {name for name, p in parameters.items() if exempt_from_weight_decay(name, p)}
+    assert "cls_token" in exempt and "backbone.norm.weight" in exempt
+    assert {name for name in parameters if name.endswith(".bias")} <= exempt
+    assert not exempt & {"prompt_embeddings", "point_prompt", "cls_pos"}
+    assert all(parameters[name].ndim == 1 for name in exempt - {"cls_token"})

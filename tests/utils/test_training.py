@@ -67,6 +67,31 @@ def test_fit_module_self_supervised_loss_from_forward():
     assert history.train_loss[-1] < 0.7 * history.train_loss[0]
 
 
+def test_fit_module_exempts_the_chosen_parameters_from_weight_decay():
+    class Idle(torch.nn.Module):
+        """Zero loss: AdamW's step is then its weight decay alone."""
+
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+            self.cls_token = torch.nn.Parameter(torch.ones(1, 1, 3))
+
+        def forward(self, X):
+            return 0.0 * (self.linear(X).sum(dim=1) + self.cls_token.sum())
+
+    def run(rule):
+        with seeded(0):
+            model = Idle()
+        start = {name: p.detach().clone() for name, p in model.named_parameters()}
+        model, _ = fit_module(model, _blobs()[0], None, loss=None, max_epochs=3, lr=0.1, weight_decay=0.5,
+                              no_weight_decay=rule, lr_schedule=None, seed=0)
+        return {name: bool((p.detach() != start[name]).any()) for name, p in model.named_parameters()}
+
+    assert run(None) == {"linear.weight": True, "linear.bias": True, "cls_token": True}
+    exempt = run(lambda name, parameter: parameter.ndim <= 1 or "token" in name)
+    assert exempt == {"linear.weight": True, "linear.bias": False, "cls_token": False}
+
+
 def test_fit_module_warmup_cosine_schedule_and_clipping():
     X, y = _blobs(64)
     lrs = []
