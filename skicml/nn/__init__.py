@@ -1,6 +1,8 @@
 """Building blocks shared by several skicml models."""
 
 from .attention import InducedSelfAttentionBlock, MultiheadAttentionBlock, PackedMultiheadAttention
+from .diffusion import DDPMSchedule, RectifiedFlow
+from .dit import DiTBlock, DiTFinalLayer, LabelEmbedder, TimestepEmbedder
 from .mamba2 import BidirectionalMamba2Layer, Mamba2Mixer
 from .moe import ExpertRaceMoE
 from .norm import RMSNorm
@@ -9,12 +11,18 @@ from .transformer import LlamaBlock
 
 __all__ = [
     "BidirectionalMamba2Layer",
+    "DDPMSchedule",
+    "DiTBlock",
+    "DiTFinalLayer",
     "ExpertRaceMoE",
     "InducedSelfAttentionBlock",
+    "LabelEmbedder",
     "LlamaBlock",
     "Mamba2Mixer",
     "MultiheadAttentionBlock",
     "PackedMultiheadAttention",
     "RMSNorm",
+    "RectifiedFlow",
     "RotaryEmbedding",
+    "TimestepEmbedder",
 ]
