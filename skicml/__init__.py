@@ -20,13 +20,14 @@ _FLAGSHIPS = {
     "GAPromptClassifier": "pointcloud",
     "GraphGPTClassifier": "graph",
     "GraphGPTRegressor": "graph",
+    "RaceDiTGenerator": "moe",
     "TabICLClassifier": "tabicl",
     "ViLAMPCompressor": "video",
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",
 }
 _SUBPACKAGES = [
-    "clip", "contexture", "datasets", "graph", "nn", "ops", "pointcloud", "tabicl", "utils", "video", "wearable",
+    "clip", "contexture", "datasets", "graph", "moe", "nn", "ops", "pointcloud", "tabicl", "utils", "video", "wearable",
 ]
 
 __all__ = [*sorted(_FLAGSHIPS), "__version__"]

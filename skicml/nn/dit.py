@@ -57,14 +57,22 @@ def timestep_embedding(t, dim, max_period=10000):
 
 
 class TimestepEmbedder(nn.Module):
-    """Timesteps to vectors: the sinusoidal embedding through a two-layer SiLU MLP."""
+    """Timesteps to vectors: the sinusoidal embedding through a two-layer SiLU MLP.
+
+    DiT draws these weights with standard deviation 0.02, about
+    ``1 / sqrt(fan_in)`` at its widths (768-1152); here the deviation is
+    ``1 / sqrt(fan_in)`` at every width, so that a small model's condition
+    vector is as large as DiT's instead of fifty times smaller (at width 32
+    the 0.02 draws left digits models nearly blind to the timestep and the
+    class for hundreds of steps).
+    """
 
     def __init__(self, dim, frequency_dim=256):
         super().__init__()
         self.frequency_dim = frequency_dim
         self.mlp = nn.Sequential(nn.Linear(frequency_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
         for layer in (self.mlp[0], self.mlp[2]):
-            nn.init.normal_(layer.weight, std=0.02)
+            nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
             nn.init.zeros_(layer.bias)
 
     def forward(self, t):
@@ -90,7 +98,8 @@ class LabelEmbedder(nn.Module):
         self.n_classes = n_classes
         self.dropout = dropout
         self.embedding = nn.Embedding(n_classes + 1, dim)
-        nn.init.normal_(self.embedding.weight, std=0.02)
+        # Unit-norm rows at any width (DiT's 0.02 at width 1152 is about the same).
+        nn.init.normal_(self.embedding.weight, std=dim ** -0.5)
 
     def forward(self, labels, drop=None):
         if drop is None and self.training and self.dropout > 0:

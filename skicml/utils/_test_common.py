@@ -81,6 +81,8 @@ TEST_PARAMS = {
                                n_point_prompts=2, n_token_prompts=2, adapter_dim=4, head_hidden=0,
                                normalize=False, augment=None, max_epochs=8, batch_size=100, lr=5e-2,
                                validation_fraction=None, dtype="float64", random_state=0, device="cpu"),
+    "RaceDiTGenerator": dict(hidden_dim=8, depth=1, n_heads=2, n_experts=2, top_k=1.0, n_timesteps=10,
+                             max_epochs=2, batch_size=64, random_state=0, device="cpu"),
     "PointMAEPretrainer": dict(trans_dim=8, depth=1, num_heads=2, n_points=16, n_groups=4, group_size=4,
                                decoder_depth=1, decoder_heads=2, normalize=False, augment=None, max_epochs=1,
                                batch_size=16, dtype="float64", random_state=0, device="cpu"),

@@ -1,0 +1,102 @@
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from skicml.moe import RaceDiTGenerator
+
+DIGITS = load_digits()
+
+
+def _generator(**kwargs):
+    params = dict(hidden_dim=16, depth=1, n_heads=2, n_experts=4, top_k=2, max_epochs=2, batch_size=64,
+                  n_timesteps=50, random_state=0, device="cpu") | kwargs
+    return RaceDiTGenerator(**params)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A small conditional model after about 300 steps on 1,000 digits."""
+    model = _generator(hidden_dim=32, depth=2, max_epochs=20, lr=2e-3)
+    return model.fit(DIGITS.images[:1000], DIGITS.target[:1000])
+
+
+def test_same_seed_same_model_and_samples():
+    first = _generator().fit(DIGITS.images[:128], DIGITS.target[:128])
+    second = _generator().fit(DIGITS.images[:128], DIGITS.target[:128])
+    np.testing.assert_array_equal(first.sample(4, y=3, random_state=0), second.sample(4, y=3, random_state=0))
+    np.testing.assert_array_equal(first.thresholds_, second.thresholds_)
+    assert not np.array_equal(first.sample(4, y=3, random_state=0), first.sample(4, y=3, random_state=1))
+
+
+def test_held_out_digits_score_above_noise_and_training_lowered_the_loss(trained):
+    held_out = DIGITS.images[1000:1200]
+    noise = np.random.RandomState(0).uniform(0, 16, held_out.shape)
+    assert trained.score(held_out) > trained.score(noise) + 0.05
+    assert trained.loss_curve_[-1] < 0.8 * trained.loss_curve_[0]
+    assert set(trained.aux_loss_curve_) == {"denoise", "sim", "balance", "plr"}
+    assert len(trained.aux_loss_curve_["denoise"]) == trained.n_iter_ == 20
+
+
+def test_inference_spends_about_the_trained_budget(trained):
+    report = trained.routing_report(DIGITS.images[1000:1100], DIGITS.target[1000:1100])
+    assert list(report.columns[:4]) == ["layer", "timestep", "expert", "load"]
+    assert len(report) == 2 * 5 * 4
+    per_token = report.groupby(["layer", "timestep"])["experts_per_token_mean"].first()
+    assert 1.0 <= per_token.mean() <= 3.0  # k = 2 in training; the learned thresholds decide at inference
+    assert np.all(np.isfinite(trained.thresholds_)) and trained.expert_load_.shape == (2, 4)
+
+
+def test_samples_keep_the_layout_and_range_of_the_training_data(trained):
+    samples = trained.sample(5, y=[0, 1, 2, 3, 4], guidance_scale=2.0, n_steps=10, random_state=0)
+    assert samples.shape == (5, 8, 8) and samples.min() >= 0 and samples.max() <= 16
+    flat = _generator(image_shape=(8, 8)).fit(DIGITS.data[:64])
+    assert flat.sample(2, random_state=0).shape == (2, 64) and not hasattr(flat, "classes_")
+    channels = _generator().fit(np.repeat(DIGITS.images[:64, None], 3, axis=1), DIGITS.target[:64])
+    assert channels.image_shape_ == (3, 8, 8) and channels.sample(2, random_state=0).shape == (2, 3, 8, 8)
+    strip = _generator().fit(np.random.RandomState(0).rand(32, 6))
+    assert strip.image_shape_ == (1, 1, 6) and strip.patch_size_ == 1
+
+
+def test_pickle_keeps_thresholds_and_samples(trained):
+    again = pickle.loads(pickle.dumps(trained))
+    np.testing.assert_array_equal(again.thresholds_, trained.thresholds_)
+    np.testing.assert_array_equal(again.sample(3, y=7, random_state=0), trained.sample(3, y=7, random_state=0))
+
+
+@pytest.mark.parametrize("routing", ["token_choice", "expert_choice"])
+def test_the_baselines_and_the_dense_model_fit(routing):
+    model = _generator(routing=routing, gating="softmax", balance_loss_weight=0.01).fit(DIGITS.images[:64])
+    assert np.all(np.isnan(model.thresholds_))
+    assert model.sample(2, random_state=0).shape == (2, 8, 8)
+    dense = _generator(n_experts=0).fit(DIGITS.images[:64])
+    assert dense.expert_load_.size == 0 and dense.thresholds_.size == 0
+
+
+def test_constant_images_are_learned_without_dividing_by_zero():
+    model = _generator().fit(np.full((32, 4, 4), 3.0))
+    np.testing.assert_allclose(model.sample(2, random_state=0), 3.0)
+
+
+def test_bad_input_gets_a_clear_error(trained):
+    images = DIGITS.images[:32].copy()
+    images[3, 2, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        _generator().fit(images)
+    with pytest.raises(ValueError, match="do not split into patch_size=2"):
+        _generator().fit(np.zeros((8, 7, 7)))
+    with pytest.raises(ValueError, match="does not hold the 64 features"):
+        _generator(image_shape=(7, 7)).fit(DIGITS.data[:8])
+    with pytest.raises(ValueError, match="not seen in fit"):
+        trained.sample(2, y=[1, 12])
+    with pytest.raises(ValueError, match="2 labels for n_samples=3"):
+        trained.sample(3, y=[1, 2])
+    with pytest.raises(ValueError, match="fitted on images of shape"):
+        trained.score_samples(np.zeros((2, 4, 4)))
+    with pytest.raises(ValueError, match="exceeds n_experts"):
+        _generator(top_k=5).fit(DIGITS.images[:8])
+    with pytest.raises(ValueError, match="floor"):
+        _generator(routing="expert_choice", n_experts=4, top_k=0.5).fit(np.zeros((8, 4, 4)))
+    with pytest.raises(ValueError, match="without labels"):
+        _generator().fit(DIGITS.images[:16]).sample(1, y=1)
