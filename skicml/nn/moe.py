@@ -8,13 +8,13 @@ expert any number of tokens, and the hard tokens of the batch take the
 compute the easy ones leave. Which dimensions compete is the whole method;
 the three strategies here differ only in that (the paper's Table 6):
 
-================  ====================  ====================  =================
-routing           independent groups    competing set         kept per group
-================  ====================  ====================  =================
-``token_choice``  each token            its E experts         k
-``expert_choice`` each (sample, expert) the sample's L tokens floor(k * L / E)
-``expert_race``   one                   all B * L * E pairs   round(k * B * L)
-================  ====================  ====================  =================
+=================  =====================  =====================  =================
+routing            independent groups     competing set          kept per group
+=================  =====================  =====================  =================
+``token_choice``   each token             its E experts          k
+``expert_choice``  each (sample, expert)  the sample's L tokens  floor(k * L / E)
+``expert_race``    one                    all B * L * E pairs    round(k * B * L)
+=================  =====================  =====================  =================
 
 At inference Expert Race compares each score with a threshold estimated
 during training (an exponential moving average of the batch's K-th largest
