@@ -36,12 +36,19 @@ def _the_event_is_a_keyframe(stdout):
     assert "event found: True" in stdout
 
 
+def _strokes_take_more_experts_than_background(stdout):
+    strokes, background = map(float, re.search(
+        r"experts per token at t=60: ([0-9.]+) on strokes, ([0-9.]+) on background", stdout).groups())
+    assert strokes > background
+
+
 # What an example shows, checked on its printed output.
 OUTPUT_CHECKS = {
     "plot_molecule_regression": _finetuning_beats_the_probe,
     "plot_context_choice": _tau_agrees_on_diabetes_and_not_on_digits,
     "plot_out_of_sample_digits": _held_out_digits_are_recognised,
     "plot_keyframe_timeline": _the_event_is_a_keyframe,
+    "plot_expert_race": _strokes_take_more_experts_than_background,
 }
 
 
