@@ -29,6 +29,12 @@ contender's score minus dense's.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py                   # the recorded run
     OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py --quick           # a smoke test
+
+The larger run prepared for a GPU (about 10 minutes on one; not yet run):
+digits upsampled to 16x16 (64 tokens), width 256, depth 8, 16 experts::
+
+    python benchmarks/bench_moe_digits.py --device cuda --upsample 2 --width 256 --depth 8 \
+        --experts 16 --epochs 400 --seeds 0 1 2 --contenders race token dense
 """
 
 import argparse
@@ -53,10 +59,11 @@ TIMESTEPS = (5, 50, 100, 150, 195)
 def single_t_mse(model, images, labels, t, seed=0):
     """Denoising MSE of all held-out images as one batch at timestep ``t`` (the sampling situation)."""
     net = model.module_.eval()
-    x0 = model._images(images, reset=False)
-    y = torch.as_tensor(np.searchsorted(model.classes_, labels))
-    noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(seed))
-    steps = torch.full((len(x0),), t)
+    device = next(net.parameters()).device
+    x0 = model._images(images, reset=False).to(device)
+    y = torch.as_tensor(np.searchsorted(model.classes_, labels), device=device)
+    noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(seed)).to(device)
+    steps = torch.full((len(x0),), t, device=device)
     with torch.inference_mode():
         eps, aux = net(net.schedule.add_noise(x0, noise, steps), steps, y)
         per_token = [a["mask"].sum(-1).double().mean().item() for a in aux if a]
@@ -64,8 +71,8 @@ def single_t_mse(model, images, labels, t, seed=0):
 
 
 def run(name, seed, args, data):
-    settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=8, top_k=2.0,
-                    max_epochs=args.epochs, lr=args.lr, random_state=seed, device="cpu") | CONTENDERS[name]
+    settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=args.experts, top_k=2.0,
+                    max_epochs=args.epochs, lr=args.lr, random_state=seed, device=args.device) | CONTENDERS[name]
     model = RaceDiTGenerator(**settings)
     start = time.perf_counter()
     model.fit(data["train_x"], data["train_y"])
@@ -89,6 +96,9 @@ def main():
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--samples-per-class", type=int, default=20)
+    parser.add_argument("--experts", type=int, default=8)
+    parser.add_argument("--upsample", type=int, default=1, help="repeat each pixel this many times per side")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
@@ -96,10 +106,12 @@ def main():
         args.seeds, args.epochs, args.width, args.depth, args.samples_per_class = [0], 1, 16, 1, 2
     torch.set_num_threads(args.threads)
     digits = load_digits()
-    data = {"train_x": digits.images[:1500], "train_y": digits.target[:1500],
-            "test_x": digits.images[1500:], "test_y": digits.target[1500:]}
-    print(f"torch {torch.__version__}, {args.threads} thread(s); width {args.width}, depth {args.depth}, "
-          f"{args.epochs} epochs at lr {args.lr}, seeds {args.seeds}")
+    pixels = np.kron(digits.images, np.ones((args.upsample, args.upsample)))
+    data = {"train_x": pixels[:1500], "train_y": digits.target[:1500],
+            "test_x": pixels[1500:], "test_y": digits.target[1500:]}
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{args.threads} thread(s)"
+    print(f"torch {torch.__version__}, {where}; {pixels.shape[1]}x{pixels.shape[2]} digits, width {args.width}, "
+          f"depth {args.depth}, {args.experts} experts, {args.epochs} epochs at lr {args.lr}, seeds {args.seeds}")
     results = {}
     for name in args.contenders:
         results[name] = []
