@@ -3,9 +3,9 @@
 import os
 import pathlib
 import re
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -58,15 +58,23 @@ def test_examples_exist():
         assert (folder / "README.txt").is_file(), f"{folder} needs a README.txt for the gallery"
 
 
+def _child_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs(script, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="2")
-    start = time.perf_counter()
+    # The gallery's budget is a minute on two free cores. It is checked in CPU seconds of the example's
+    # process, which other jobs on a shared machine do not inflate (its wall time they do: CI saw
+    # 70 s for a 40 s example while a benchmark ran beside it).
+    before = _child_cpu_seconds()
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
-    elapsed = time.perf_counter() - start
+    cpu_seconds = _child_cpu_seconds() - before
     assert result.returncode == 0, result.stderr[-3000:]
-    assert elapsed < 60, f"{script.name} took {elapsed:.0f} s; examples must run in under 60 s"
+    assert cpu_seconds < 120, f"{script.name} used {cpu_seconds:.0f} CPU s; examples must fit a minute on 2 cores"
     if script.stem in OUTPUT_CHECKS:
         OUTPUT_CHECKS[script.stem](result.stdout)
