@@ -1,6 +1,11 @@
 """Test-session settings that must be in place before skicml is imported."""
 
 import os
+import socket
+import subprocess
+import sys
+
+import pytest
 
 # One intra-op thread: torch's default of two makes scikit-learn's checks ten
 # times slower on two cores (OpenMP spinning on tiny tensors).
@@ -23,3 +28,20 @@ from skicml import _weights  # noqa: E402
 # the registry for an empty one; fill the real one before any test can, so a
 # family first imported under a swapped registry is not lost from it.
 _weights.available_weights()
+
+
+@pytest.fixture
+def torchrun():
+    """``torchrun(script, *args)``: run ``script`` in two local processes (gloo) and return the result."""
+
+    def run(script, *args):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                   "127.0.0.1", "--master_port", str(port), str(script), *map(str, args)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    return run

@@ -18,7 +18,7 @@ def _run():
     digits = load_digits()
     images, labels = digits.images[:1500], digits.target[:1500]
     wanted = np.repeat(np.arange(10), _SAMPLES_PER_CLASS)
-    model = RaceDiTGenerator(hidden_dim=32, depth=2, max_epochs=60, lr=2e-3, random_state=0, device="cpu")
+    model = RaceDiTGenerator(max_epochs=40, lr=2e-3, random_state=0, device="cpu")
     start = time.perf_counter()
     samples = model.fit(images, labels).sample(len(wanted), y=wanted, guidance_scale=3.0, n_steps=50,
                                                random_state=0)

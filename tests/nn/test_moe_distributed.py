@@ -1,9 +1,6 @@
 """Expert Race under torch.distributed: the training threshold is taken over every rank's batch."""
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -36,19 +33,10 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_the_threshold_is_global_over_ranks(tmp_path):
+def test_the_threshold_is_global_over_ranks(tmp_path, torchrun):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-               "127.0.0.1", "--master_port", str(_free_port()), str(script), str(tmp_path)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    torchrun(script, tmp_path)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["tau"] == ranks[1]["tau"]
     scores = torch.tensor(ranks[0]["scores"] + ranks[1]["scores"]).reshape(-1, 4)

@@ -4,9 +4,6 @@ The step loop's exact resumption is tested in tests/utils/test_training.py.
 """
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -153,16 +150,10 @@ WORKER = textwrap.dedent('''
 
 
 @pytest.mark.distributed
-def test_ddp_pretraining_under_torchrun(tmp_path):
+def test_ddp_pretraining_under_torchrun(tmp_path, torchrun):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-         "--master_port", str(port), str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    torchrun(script, tmp_path)
     ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["params"] == pytest.approx(ranks[1]["params"], abs=1e-6)
     assert ranks[0]["items"] == 3 * 2 * 2  # steps x tables per rank x ranks

@@ -1,9 +1,6 @@
 """The shared training loop under DDP: two processes, gloo, launched by torchrun."""
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -44,27 +41,15 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _run(tmp_path, max_epochs, patience):
+def _run(tmp_path, torchrun, max_epochs, patience):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-        str(script), str(tmp_path), str(max_epochs), str(patience),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    torchrun(script, tmp_path, max_epochs, patience)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
-def test_ddp_training_keeps_ranks_in_step(tmp_path):
-    rank0, rank1 = _run(tmp_path, max_epochs=40, patience=4)
+def test_ddp_training_keeps_ranks_in_step(tmp_path, torchrun):
+    rank0, rank1 = _run(tmp_path, torchrun, max_epochs=40, patience=4)
     # DDP averages gradients, so both ranks hold the same weights...
     assert rank0["params"] == pytest.approx(rank1["params"], abs=1e-6)
     # ...and early stopping, fed the rank-averaged validation loss, stops both
