@@ -38,6 +38,7 @@ digits upsampled to 16x16 (64 tokens), width 256, depth 8, 16 experts::
 """
 
 import argparse
+import json
 import time
 
 import numpy as np
@@ -52,8 +53,44 @@ CONTENDERS = {
     "token": dict(routing="token_choice", gating="softmax", balance_loss_weight=1e-2),
     "expert": dict(routing="expert_choice", gating="softmax"),
     "dense": dict(n_experts=0),
+    "race-no-sim": dict(routing="expert_race", gating="identity", router_sim_weight=0.0),
+    "race-no-plr": dict(routing="expert_race", gating="identity", per_layer_reg_weight=0.0),
 }
 TIMESTEPS = (5, 50, 100, 150, 195)
+
+
+class CurveGenerator(RaceDiTGenerator):
+    """A RaceDiTGenerator that records the held-out score every ``eval_every`` optimiser steps.
+
+    The score is :meth:`score` on the held-out digits, taken by a forward
+    pre-hook before the step's forward, in eval mode and without touching
+    the global random stream, so the training run is the plain estimator's
+    (the test ``tests/moe/test_bench_digits.py`` checks the weights agree).
+    """
+
+    def __init__(self, *, eval_x=None, eval_y=None, eval_every=100, **params):
+        super().__init__(**params)
+        self.eval_x, self.eval_y, self.eval_every = eval_x, eval_y, eval_every
+
+    def _fit_module(self, module, X, y=None, **settings):
+        self.curve_ = []
+        steps = [0]
+
+        def record(objective, _inputs):
+            if not objective.training:
+                return
+            if steps[0] and steps[0] % self.eval_every == 0:
+                self.module_ = objective.model
+                self.curve_.append((steps[0], float(-self._denoising_losses(self.eval_x, self.eval_y).mean())))
+                objective.model.train()
+            steps[0] += 1
+
+        handle = module.register_forward_pre_hook(record)
+        try:
+            return super()._fit_module(module, X, y, **settings)
+        finally:
+            handle.remove()
+            self.n_steps_ = steps[0]
 
 
 def single_t_mse(model, images, labels, t, seed=0):
@@ -73,24 +110,107 @@ def single_t_mse(model, images, labels, t, seed=0):
 def run(name, seed, args, data):
     settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=args.experts, top_k=2.0,
                     max_epochs=args.epochs, lr=args.lr, random_state=seed, device=args.device) | CONTENDERS[name]
-    model = RaceDiTGenerator(**settings)
+    model = CurveGenerator(eval_x=data["test_x"], eval_y=data["test_y"], eval_every=args.eval_every, **settings)
     start = time.perf_counter()
     model.fit(data["train_x"], data["train_y"])
     seconds = time.perf_counter() - start
     row = {"score": model.score(data["test_x"], data["test_y"]), "seconds": seconds}
+    row["curve"] = model.curve_ + [(model.n_steps_, row["score"])]
     for t in TIMESTEPS:
         row[f"mse@{t}"], row[f"k@{t}"] = single_t_mse(model, data["test_x"], data["test_y"], t)
     labels = np.repeat(np.arange(10), args.samples_per_class)
     samples = model.sample(len(labels), y=labels, n_steps=50, random_state=seed)
     quality = sample_quality(samples, labels, data["train_x"], data["train_y"], random_state=0)
     row["fd"], row["accuracy"] = quality["frechet_distance"], quality["classifier_accuracy"]
+    if model.expert_load_.size:
+        # Training loads (every token of every step) and held-out routing at the five timesteps.
+        load = model.expert_load_.astype(float)
+        row["train_load_share"] = (load / load.sum(1, keepdims=True)).tolist()
+        row["train_maxvio"] = float(np.mean(load.max(1) / load.mean(1) - 1))
+        report = model.routing_report(data["test_x"], data["test_y"], t=list(TIMESTEPS))
+        per_layer_t = report.drop_duplicates(["layer", "timestep"])
+        row["maxvio"] = float(per_layer_t["max_violation"].mean())
+        row["combination_usage"] = float(per_layer_t["combination_usage"].mean())
     return row
+
+
+def steps_to_reach(curve, target):
+    """First recorded step whose held-out score is at least ``target`` (linear between records)."""
+    steps, scores = np.array(curve).T
+    above = np.flatnonzero(scores >= target)
+    if not len(above):
+        return float("nan")
+    i = above[0]
+    if i == 0:
+        return float(steps[0])
+    fraction = (target - scores[i - 1]) / (scores[i] - scores[i - 1])
+    return float(steps[i - 1] + fraction * (steps[i] - steps[i - 1]))
+
+
+def mean_std(values):
+    values = np.asarray(values, dtype=float)
+    return f"{values.mean():8.4f} ({values.std():.4f})" if np.isfinite(values).all() else f"{'-':>15s}"
+
+
+def report(results):
+    columns = ["score", "fd", "accuracy"] + [f"mse@{t}" for t in TIMESTEPS] + [f"k@{t}" for t in TIMESTEPS]
+    seeds = sorted({len(rows) for rows in results.values()})
+    print(f"\nmean (std) over {'/'.join(map(str, seeds))} seeds; score = -denoising loss (higher is better), "
+          "fd lower is better, k@t = experts per token")
+    print(f"{'contender':13s} " + " ".join(f"{c:>15s}" for c in columns) + f" {'s / fit':>8s}")
+    for name, rows in results.items():
+        print(f"{name:13s} " + " ".join(f"{mean_std([r[c] for r in rows]):>15s}" for c in columns)
+              + f" {np.mean([r['seconds'] for r in rows]):8.0f}")
+
+    if "dense" in results:
+        print("\ndifference from dense (mean over seeds, and the seeds on the better side; positive is better "
+              "for score and accuracy, negative for fd):")
+        for name, rows in results.items():
+            if name == "dense":
+                continue
+            cells = []
+            for column, sign in (("score", 1), ("fd", -1), ("accuracy", 1)):
+                base = np.mean([r[column] for r in results["dense"]])
+                diff = np.array([r[column] for r in rows]) - base
+                cells.append(f"{column} {diff.mean():+.4f} ({int((sign * diff > 0).sum())}/{len(diff)})")
+            print(f"{name:13s} " + "  ".join(cells))
+
+    print("\nheld-out score against optimiser step (mean over seeds)")
+    steps = [s for s, _ in next(iter(results.values()))[0]["curve"]]
+    print(f"{'contender':13s} " + " ".join(f"{s:>7d}" for s in steps))
+    for name, rows in results.items():
+        curve = np.mean([[v for _, v in r["curve"]] for r in rows], axis=0)
+        print(f"{name:13s} " + " ".join(f"{v:7.4f}" for v in curve))
+    if "dense" in results:
+        target = np.mean([r["score"] for r in results["dense"]])
+        print(f"\nsteps to reach dense's final held-out score ({target:.4f}), per seed; nan = not reached")
+        for name, rows in results.items():
+            reached = [steps_to_reach(r["curve"], target) for r in rows]
+            print(f"{name:13s} " + " ".join(f"{v:7.0f}" for v in reached)
+                  + f"   median {np.nanmedian(reached) if np.isfinite(reached).any() else float('nan'):.0f}")
+
+    routed = {name: rows for name, rows in results.items() if "maxvio" in rows[0]}
+    if routed:
+        print("\nbalance: MaxVio of the training loads (mean over layers) and of held-out routing (mean over "
+              "layers and the five timesteps), combination usage (% of expert pairs holding 95% of co-firing)")
+        print(f"{'contender':13s} {'train MaxVio':>16s} {'held-out MaxVio':>16s} {'comb. usage %':>16s}")
+        for name, rows in routed.items():
+            print(f"{name:13s} {mean_std([r['train_maxvio'] for r in rows]):>16s} "
+                  f"{mean_std([r['maxvio'] for r in rows]):>16s} "
+                  f"{mean_std([r['combination_usage'] for r in rows]):>16s}")
+        print("\nexpert-load histogram: share of the training tokens each expert took, by layer "
+              "(experts sorted by load; mean over seeds)")
+        for name, rows in routed.items():
+            shares = np.mean([np.sort(np.array(r["train_load_share"]), axis=1)[:, ::-1] for r in rows], axis=0)
+            for layer, share in enumerate(shares):
+                bars = " ".join(f"{v:5.3f}" for v in share)
+                print(f"{name:13s} layer {layer}: {bars}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=list(CONTENDERS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--epochs", type=int, default=125, help="125 epochs of 1,500 digits: 1,500 steps")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--width", type=int, default=64)
@@ -98,12 +218,24 @@ def main():
     parser.add_argument("--samples-per-class", type=int, default=20)
     parser.add_argument("--experts", type=int, default=8)
     parser.add_argument("--upsample", type=int, default=1, help="repeat each pixel this many times per side")
+    parser.add_argument("--eval-every", type=int, default=100, help="optimiser steps between held-out scores")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--save", help="write every fit's results to this JSON file as they come")
+    parser.add_argument("--load", nargs="+", help="report the results of earlier --save runs instead of fitting")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     args = parser.parse_args()
+    if args.load:
+        results = {}
+        for path in args.load:
+            with open(path) as f:
+                for name, rows in json.load(f).items():
+                    results.setdefault(name, []).extend(rows)
+        report({name: results[name] for name in CONTENDERS if name in results})
+        return
     if args.quick:
-        args.seeds, args.epochs, args.width, args.depth, args.samples_per_class = [0], 1, 16, 1, 2
+        args.seeds, args.epochs, args.width, args.depth, args.samples_per_class = [0], 2, 16, 1, 2
+        args.eval_every = 10
     torch.set_num_threads(args.threads)
     digits = load_digits()
     pixels = np.kron(digits.images, np.ones((args.upsample, args.upsample)))
@@ -121,26 +253,10 @@ def main():
             print(f"{name:13s} seed {seed}: score {row['score']:.4f}  fd {row['fd']:.3f}  accuracy "
                   f"{row['accuracy']:.3f}  " + "  ".join(f"mse@{t} {row[f'mse@{t}']:.4f}" for t in TIMESTEPS)
                   + f"  {row['seconds']:.0f} s", flush=True)
-
-    columns = ["score", "fd", "accuracy"] + [f"mse@{t}" for t in TIMESTEPS] + [f"k@{t}" for t in TIMESTEPS]
-    print("\nmean (std) over seeds; score = -denoising loss (higher is better), fd lower is better, "
-          "k@t = experts per token")
-    print(f"{'contender':13s} " + " ".join(f"{c:>15s}" for c in columns) + f" {'s / fit':>8s}")
-    for name, rows in results.items():
-        cells = []
-        for column in columns:
-            values = np.array([r[column] for r in rows])
-            cells.append(f"{values.mean():8.4f} ({values.std():.4f})" if np.isfinite(values).all() else f"{'-':>15s}")
-        print(f"{name:13s} " + " ".join(f"{c:>15s}" for c in cells)
-              + f" {np.mean([r['seconds'] for r in rows]):8.0f}")
-    if "dense" in results:
-        print("\ndifference from dense (mean over seeds; positive is better for score and accuracy, "
-              "negative for fd and mse):")
-        base = {c: np.mean([r[c] for r in results["dense"]]) for c in columns[:8]}
-        for name, rows in results.items():
-            if name != "dense":
-                print(f"{name:13s} " + "  ".join(
-                    f"{c} {np.mean([r[c] for r in rows]) - base[c]:+.4f}" for c in columns[:8]))
+            if args.save:
+                with open(args.save, "w") as f:
+                    json.dump(results, f)
+    report(results)
 
 
 if __name__ == "__main__":

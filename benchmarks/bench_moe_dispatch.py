@@ -17,7 +17,12 @@ interleaved rounds:
 
 ``same`` is the largest difference of the baselines from the op. Then the
 threshold of Expert Race over the N x E scores: ``torch.topk`` against
-``kthvalue`` (what the layer uses). With CUDA (and not ``--skip-gpu``), the
+``kthvalue`` (what the layer uses). Then the routing overhead of the whole
+layer: :class:`skicml.nn.ExpertRaceMoE` (router, selection, dispatch and
+its auxiliary losses) with Expert Race, token choice and expert choice,
+against the dense MLP of equal active parameters (hidden ``4D``, what each
+token's k experts of hidden ``4D/k`` add up to), in microseconds per token
+for inference and for a training step's forward and backward. With CUDA (and not ``--skip-gpu``), the
 op's Triton grouped GEMM against the loop on the GPU, with the fraction of
 the device's fp32 matmul peak reached (``--peak-tflops``, the H200's 67 by
 default).
@@ -31,11 +36,16 @@ import torch
 import torch.nn.functional as F
 
 from _common import median_times
+from skicml.nn import ExpertRaceMoE
 from skicml.nn.moe import race_threshold
 from skicml.ops import moe_dispatch, moe_dispatch_reference
 
 CONFIGS = [(2048, 64, 8, 2), (4096, 128, 16, 2), (4096, 128, 32, 4)]
 QUICK_CONFIGS = [(256, 16, 4, 2)]
+# (batch, tokens per sample, width, experts, k): Race-DiT on 8x8 digits, on 16x16, and a wider layer.
+LAYER_CONFIGS = [(128, 16, 64, 8, 2), (64, 64, 128, 8, 2), (32, 64, 256, 16, 2)]
+QUICK_LAYER_CONFIGS = [(8, 16, 16, 4, 2)]
+ROUTINGS = ("expert_race", "token_choice", "expert_choice")
 
 
 def selection(n_tokens, n_experts, k, skew, generator):
@@ -132,6 +142,49 @@ def threshold_table(configs, repeats):
         print(f"{n_tokens:>6} {n_experts:>3} {k:>2} {topk_s * 1e3:>8.3f} {kth_s * 1e3:>12.3f} {topk_s / kth_s:>8.1f}x")
 
 
+def layer_table(configs, repeats, device="cpu"):
+    """Microseconds per token of the whole MoE layer against the dense MLP of equal active parameters."""
+    where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    print(f"\nwhole layer on {where}: microseconds per token, inference / training step (forward + backward);"
+          " ratio = layer / dense MLP")
+    print(f"{'B':>4} {'L':>4} {'D':>4} {'E':>3} {'k':>2} {'contender':>14} {'infer us':>9} {'ratio':>6} "
+          f"{'train us':>9} {'ratio':>6}")
+    for batch, length, dim, n_experts, k in configs:
+        torch.manual_seed(0)
+        x = torch.randn(batch, length, dim, device=device)
+        layers = {"dense": torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(approximate="tanh"),
+                                               torch.nn.Linear(4 * dim, dim))}
+        for routing in ROUTINGS:
+            layers[routing] = ExpertRaceMoE(dim, n_experts, k, routing=routing)
+        layers = {name: module.to(device) for name, module in layers.items()}
+        layers["expert_race"].train()(x)  # the inference threshold comes from a training batch
+
+        def infer(module):
+            module.eval()
+            with torch.no_grad():
+                out = module(x)
+            return out[0] if isinstance(out, tuple) else out
+
+        def train_step(module):
+            module.train()
+            out = module(x)
+            out = out[0] if isinstance(out, tuple) else out
+            out.square().mean().backward()
+            return out
+
+        calls = {}
+        for name, module in layers.items():
+            calls[f"{name}/infer"] = lambda module=module: infer(module)
+            calls[f"{name}/train"] = lambda module=module: train_step(module)
+        times = median_times(calls, repeats=repeats, warmup=1, device=device)
+        per_token = {name: seconds * 1e6 / (batch * length) for name, (seconds, _) in times.items()}
+        for name in layers:
+            infer_us, train_us = per_token[f"{name}/infer"], per_token[f"{name}/train"]
+            print(f"{batch:>4} {length:>4} {dim:>4} {n_experts:>3} {k:>2} {name:>14} {infer_us:>9.3f} "
+                  f"{infer_us / per_token['dense/infer']:>5.2f}x {train_us:>9.3f} "
+                  f"{train_us / per_token['dense/train']:>5.2f}x")
+
+
 def gpu_table(configs, repeats, peak_tflops):
     print(f"\nCUDA ({torch.cuda.get_device_name()}): Triton grouped GEMM against the loop over experts")
     print(f"{'N':>6} {'D':>4} {'E':>3} {'k':>2} {'max/mean':>8} {'triton ms':>10} {'loop ms':>8} {'loop/triton':>11} "
@@ -165,11 +218,14 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     configs = QUICK_CONFIGS if args.quick else CONFIGS
-    print(f"torch {torch.__version__}, {args.threads} thread(s), float32, forward only")
+    layer_configs = QUICK_LAYER_CONFIGS if args.quick else LAYER_CONFIGS
+    print(f"torch {torch.__version__}, {args.threads} thread(s), float32")
     cpu_table(configs, args.repeats)
     threshold_table(configs, args.repeats)
+    layer_table(layer_configs, args.repeats)
     if torch.cuda.is_available() and not args.skip_gpu:
         gpu_table(configs, args.repeats, args.peak_tflops)
+        layer_table(layer_configs, args.repeats, device="cuda")
 
 
 if __name__ == "__main__":
