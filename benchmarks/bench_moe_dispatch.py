@@ -17,15 +17,19 @@ interleaved rounds:
 
 ``same`` is the largest difference of the baselines from the op. Then the
 threshold of Expert Race over the N x E scores: ``torch.topk`` against
-``kthvalue`` (what the layer uses). Then the routing overhead of the whole
-layer: :class:`skicml.nn.ExpertRaceMoE` (router, selection, dispatch and
-its auxiliary losses) with Expert Race, token choice and expert choice,
-against the dense MLP of equal active parameters (hidden ``4D``, what each
-token's k experts of hidden ``4D/k`` add up to), in microseconds per token
-for inference and for a training step's forward and backward. With CUDA (and not ``--skip-gpu``), the
-op's Triton grouped GEMM against the loop on the GPU, with the fraction of
-the device's fp32 matmul peak reached (``--peak-tflops``, the H200's 67 by
-default).
+``kthvalue`` (what :func:`skicml.ops.kth_largest` runs on CPU). Then the
+routing overhead of the whole layer: :class:`skicml.nn.ExpertRaceMoE`
+(router, selection, dispatch and its auxiliary losses) with Expert Race,
+token choice and expert choice, against the dense MLP of equal active
+parameters (hidden ``4D``, what each token's k experts of hidden ``4D/k``
+add up to), in microseconds per token for inference and for a training
+step's forward and backward.
+
+With CUDA (and not ``--skip-gpu``): the op's Triton grouped GEMM against
+the loop, with the fraction of the device's fp32 matmul peak reached
+(``--peak-tflops``, the H200's 67 by default); the threshold's Triton radix
+select against ``kthvalue`` and ``topk`` on up to a million tokens; and the
+whole-layer table on the GPU.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_moe_dispatch.py [--threads 1] [--repeats 5] [--quick] [--skip-gpu]
 """
@@ -185,6 +189,27 @@ def layer_table(configs, repeats, device="cpu"):
                   f"{train_us / per_token['dense/train']:>5.2f}x")
 
 
+def gpu_threshold_table(repeats):
+    """The race threshold on the GPU: the Triton radix select against kthvalue and topk."""
+    from skicml.ops import kth_largest, kth_largest_reference
+
+    print(f"\nCUDA ({torch.cuda.get_device_name()}): the K-th largest of N x E scores, K = k * N")
+    print(f"{'N':>8} {'E':>3} {'k':>2} {'triton ms':>10} {'kthvalue ms':>12} {'topk ms':>8} {'kth/triton':>11} "
+          f"{'topk/triton':>12}")
+    for n_tokens, n_experts, k in ((32_768, 8, 2), (262_144, 16, 2), (1_048_576, 32, 4)):
+        scores = torch.randn(n_tokens, n_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+        keep = k * n_tokens
+        times = median_times({
+            "triton": lambda: kth_largest(scores, keep),
+            "kthvalue": lambda: kth_largest_reference(scores, keep),
+            "topk": lambda: scores.reshape(-1).topk(keep, sorted=False).values.min(),
+        }, repeats=repeats, warmup=3, device="cuda")
+        (triton_s, triton_tau), (kth_s, kth_tau), (topk_s, _) = times.values()
+        assert float(triton_tau) == float(kth_tau)
+        print(f"{n_tokens:>8} {n_experts:>3} {k:>2} {triton_s * 1e3:>10.3f} {kth_s * 1e3:>12.3f} "
+              f"{topk_s * 1e3:>8.3f} {kth_s / triton_s:>10.1f}x {topk_s / triton_s:>11.1f}x")
+
+
 def gpu_table(configs, repeats, peak_tflops):
     print(f"\nCUDA ({torch.cuda.get_device_name()}): Triton grouped GEMM against the loop over experts")
     print(f"{'N':>6} {'D':>4} {'E':>3} {'k':>2} {'max/mean':>8} {'triton ms':>10} {'loop ms':>8} {'loop/triton':>11} "
@@ -225,6 +250,7 @@ def main():
     layer_table(layer_configs, args.repeats)
     if torch.cuda.is_available() and not args.skip_gpu:
         gpu_table(configs, args.repeats, args.peak_tflops)
+        gpu_threshold_table(args.repeats)
         layer_table(layer_configs, args.repeats, device="cuda")
 
 

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import nn
 
-from ..ops import moe_dispatch
+from ..ops import kth_largest, moe_dispatch
 
 __all__ = ["ExpertRaceMoE", "balance_loss", "race_threshold", "router_similarity_loss", "routing_statistics"]
 
@@ -85,8 +85,7 @@ def race_threshold(scores, top_k, *, global_batch=False):
         flat = _all_scores(flat)
     n_tokens = flat.numel() // scores.shape[-1]
     keep = min(max(int(round(top_k * n_tokens)), 1), flat.numel())
-    # kthvalue selects without the sort topk does: the K-th largest is the (n - K + 1)-th smallest.
-    return flat.kthvalue(flat.numel() - keep + 1).values
+    return kth_largest(flat, keep)
 
 
 def router_similarity_loss(logits, mask):

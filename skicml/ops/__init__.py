@@ -9,6 +9,7 @@ test helper every op's tests call.
 
 from ._differential_merge import differential_merge, differential_merge_reference
 from ._euler import euler_serialize, euler_serialize_reference
+from ._kth_largest import kth_largest, kth_largest_reference
 from ._moe_dispatch import moe_dispatch, moe_dispatch_backward, moe_dispatch_reference
 from ._point_cloud import (
     chamfer_distance,
@@ -44,6 +45,8 @@ __all__ = [
     "group_points_reference",
     "knn",
     "knn_reference",
+    "kth_largest",
+    "kth_largest_reference",
     "moe_dispatch",
     "moe_dispatch_backward",
     "moe_dispatch_reference",
