@@ -25,20 +25,96 @@ _SCORE_GRID = np.linspace(0.05, 0.95, 10)
 _SCORE_NOISE_SEED = 12345
 
 
-class _Objective(torch.nn.Module):
-    """The network's training loss as ``forward``, for the shared loop; it records the loss's parts."""
+class _WeightAverage(torch.nn.Module):
+    """An exponential moving average of a model's parameters, held in buffers so checkpoints carry it.
 
-    def __init__(self, model, weights):
+    The decay of the n-th update is ``min(decay, (1 + n) / (10 + n))``: a
+    short run does not drag its random initialisation along.
+    """
+
+    def __init__(self, model, decay):
+        super().__init__()
+        self.decay = float(decay)
+        self.n_params = 0
+        for index, parameter in enumerate(model.parameters()):
+            self.register_buffer(f"param{index}", parameter.detach().clone())
+            self.n_params += 1
+        self.register_buffer("n_updates", torch.zeros((), dtype=torch.int64))
+
+    def averages(self):
+        return [getattr(self, f"param{index}") for index in range(self.n_params)]
+
+    @torch.no_grad()
+    def update(self, model):
+        self.n_updates += 1
+        n = int(self.n_updates)
+        decay = min(self.decay, (1 + n) / (10 + n))
+        torch._foreach_lerp_(self.averages(), [p.detach() for p in model.parameters()], 1.0 - decay)
+
+    @torch.no_grad()
+    def copy_to(self, model):
+        for average, parameter in zip(self.averages(), model.parameters()):
+            parameter.copy_(average)
+
+
+class _Objective(torch.nn.Module):
+    """The network's training loss as ``forward``, for the shared loop; it records the loss's parts.
+
+    With ``ema_decay`` every training forward first folds the current
+    weights (those after the previous step) into the weight average.
+    """
+
+    def __init__(self, model, weights, ema_decay=None):
         super().__init__()
         self.model = model
         self.weights = weights
+        self.average = None if ema_decay is None else _WeightAverage(model, ema_decay)
         self.parts = []
 
     def forward(self, images, labels=None):
+        if self.training and self.average is not None:
+            self.average.update(self.model)
         loss, parts = self.model.loss(images, labels, **self.weights)
         if self.training:
             self.parts.append(parts)
         return loss
+
+
+@torch.no_grad()
+def _calibrate_thresholds(model, images, labels, *, batch_size, seed, device):
+    """Set each Expert Race layer's inference threshold from the K-th scores of ``model`` itself.
+
+    The thresholds learned in training follow the live weights' routers;
+    averaged weights score pairs a little differently, so their thresholds
+    are the mean K-th largest score over one pass of the training images at
+    random timesteps.
+    """
+    layers = [layer for layer in model.moe_layers if layer.routing == "expert_race"]
+    if not layers:
+        return
+    generator = torch.Generator().manual_seed(seed)
+    modes = [layer.inference for layer in model.moe_layers]
+    totals = torch.zeros(len(model.moe_layers), dtype=torch.float64)
+    model.eval()
+    try:
+        for layer in model.moe_layers:
+            layer.inference = "batch_topk"
+        for start in range(0, len(images), batch_size):
+            batch = images[start:start + batch_size]
+            t = torch.randint(0, model.schedule.n_timesteps, (len(batch),), generator=generator)
+            noise = torch.randn(batch.shape, generator=generator)
+            batch_labels = None if labels is None else labels[start:start + batch_size].to(device)
+            x_t = model.schedule.add_noise(batch.to(device), noise.to(device), t.to(device))
+            _, aux = model(x_t, t.to(device), batch_labels)
+            taus = [a["tau"] for a in aux if a]
+            totals += torch.tensor([float("nan") if tau is None else float(tau) for tau in taus],
+                                   dtype=torch.float64) * len(batch)
+    finally:
+        for layer, mode in zip(model.moe_layers, modes):
+            layer.inference = mode
+    for layer, total in zip(model.moe_layers, totals / len(images)):
+        if layer.routing == "expert_race":
+            layer.tau_.fill_(float(total))
 
 
 class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
@@ -97,6 +173,12 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         unrecognisable samples after 1,500 steps, at 1e-3 two thirds of them
         are read as their class (``benchmarks/bench_moe_digits.py``).
     weight_decay : float, default=0.0
+    ema_decay : float or None, default=None
+        Sample and score with an exponential moving average of the weights
+        (DiT keeps one at 0.9999 over 400,000 steps); the decay of the n-th
+        step is ``min(ema_decay, (1 + n) / (10 + n))``. The Expert Race
+        thresholds are then measured again on the averaged model. ``None``
+        keeps the final weights.
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -152,6 +234,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         "n_timesteps": [Interval(Integral, 1, None, closed="left")],
         "beta_schedule": [StrOptions({"linear", "cosine"})],
         "class_dropout": [Interval(Real, 0, 1, closed="left")],
+        "ema_decay": [Interval(Real, 0, 1, closed="left"), None],
         **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "device", "random_state",
                              "verbose"),
     }
@@ -159,8 +242,8 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
     def __init__(self, image_shape=None, patch_size=2, hidden_dim=64, depth=4, n_heads=4, n_experts=8, top_k=2.0,
                  routing="expert_race", gating="identity", threshold_momentum=0.99, router_sim_weight=1e-2,
                  balance_loss_weight=0.0, per_layer_reg_weight=0.1, n_timesteps=200, beta_schedule="linear",
-                 class_dropout=0.1, max_epochs=150, batch_size=128, lr=1e-3, weight_decay=0.0, device="auto",
-                 random_state=None, verbose=0):
+                 class_dropout=0.1, max_epochs=150, batch_size=128, lr=1e-3, weight_decay=0.0, ema_decay=None,
+                 device="auto", random_state=None, verbose=0):
         self.image_shape = image_shape
         self.patch_size = patch_size
         self.hidden_dim = hidden_dim
@@ -181,6 +264,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         self.batch_size = batch_size
         self.lr = lr
         self.weight_decay = weight_decay
+        self.ema_decay = ema_decay
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -302,10 +386,15 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
                                  f"of the {tokens} tokens of an image; lower n_experts or raise top_k.")
         objective = _Objective(model, {"sim_weight": self.router_sim_weight,
                                        "balance_weight": self.balance_loss_weight,
-                                       "plr_weight": self.per_layer_reg_weight})
+                                       "plr_weight": self.per_layer_reg_weight}, self.ema_decay)
         inputs = {"images": images} if labels is None else {"images": images, "labels": labels}
         objective, history = self._fit_module(objective, inputs, None, loss=None, grad_clip=1.0, seed=seed)
         self.module_ = objective.model.eval()
+        if objective.average is not None:
+            objective.average.update(self.module_)  # the weights of the last step
+            objective.average.copy_to(self.module_)
+            _calibrate_thresholds(self.module_, images, labels, batch_size=self.batch_size, seed=seed,
+                                  device=next(self.module_.parameters()).device)
         self.n_iter_ = history.n_epochs
         self.loss_curve_ = list(history.train_loss)
         steps_per_epoch = max(1, math.ceil(len(images) / self.batch_size))

@@ -100,3 +100,45 @@ def test_bad_input_gets_a_clear_error(trained):
         _generator(routing="expert_choice", n_experts=4, top_k=0.5).fit(np.zeros((8, 4, 4)))
     with pytest.raises(ValueError, match="without labels"):
         _generator().fit(DIGITS.images[:16]).sample(1, y=1)
+
+
+def test_weight_average_follows_its_formula():
+    import torch
+
+    from skicml.moe._generator import _WeightAverage
+
+    model = torch.nn.Linear(3, 2)
+    average = _WeightAverage(model, decay=0.9)
+    expected = [p.detach().clone() for p in model.parameters()]
+    for n in range(1, 30):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+        average.update(model)
+        decay = min(0.9, (1 + n) / (10 + n))
+        expected = [decay * e + (1 - decay) * p.detach() for e, p in zip(expected, model.parameters())]
+    for got, want in zip(average.averages(), expected):
+        torch.testing.assert_close(got, want)
+    average.copy_to(model)
+    torch.testing.assert_close(model.weight, expected[0])
+
+
+def test_ema_of_decay_zero_is_the_final_weights_and_thresholds_are_measured_again():
+    import torch
+
+    plain = _generator().fit(DIGITS.images[:256], DIGITS.target[:256])
+    averaged = _generator(ema_decay=0.0).fit(DIGITS.images[:256], DIGITS.target[:256])
+    for name, value in plain.module_.named_parameters():  # the last step's weights are in the average
+        torch.testing.assert_close(dict(averaged.module_.named_parameters())[name], value, rtol=0, atol=0)
+    assert np.isfinite(averaged.thresholds_).all()
+    assert not np.array_equal(averaged.thresholds_, plain.thresholds_)
+
+
+def test_averaged_weights_differ_and_their_thresholds_spend_about_k():
+    model = _generator(ema_decay=0.9, max_epochs=6).fit(DIGITS.images[:512], DIGITS.target[:512])
+    plain = _generator(max_epochs=6).fit(DIGITS.images[:512], DIGITS.target[:512])
+    assert not np.allclose(model.module_.final_layer.linear.weight.detach().numpy(),
+                           plain.module_.final_layer.linear.weight.detach().numpy())
+    report = model.routing_report(DIGITS.images[:512], DIGITS.target[:512], t=np.arange(0, 50, 5))
+    per_token = report.drop_duplicates(["layer", "timestep"])["experts_per_token_mean"].mean()
+    assert 1.6 <= per_token <= 2.4  # k = 2: the thresholds were measured on the averaged model
