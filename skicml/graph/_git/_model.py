@@ -1,0 +1,125 @@
+"""GIT's network (Wang et al., ICML 2025), in plain torch: a GraphSAGE encoder over task-trees.
+
+Read top to bottom:
+
+1. the encoder: ``num_layers`` GraphSAGE layers (mean of the neighbours
+   through one linear map plus the node itself through another), each
+   followed by ReLU, batch norm and dropout, as the official ``Encoder``
+   (``act_first=True``);
+2. the task-tree embedding: one linear map (``pooling``) of the mean of the
+   roots' embeddings. In pretraining the roots are the neighbours of a
+   virtual task node in the graph (:func:`~._task_trees.add_task_nodes`);
+   in adaptation the mean is taken directly, which is the same thing
+   (``tests/graph/test_git_task_trees.py``);
+3. for pretraining only: a predictor MLP and the two losses, the
+   SimSiam-style "reconstruction" of one augmented view's task-tree
+   embedding from the other's (stop-gradient on the target) and the
+   distribution-alignment regulariser that pulls every embedding's softmax
+   toward the batch mean (it removes per-domain offsets when batches mix
+   domains). The views are made by :func:`augment_graph`.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["GITModel", "SAGELayer", "alignment_loss", "augment_graph", "mean_aggregate", "reconstruction_loss"]
+
+
+def mean_aggregate(z, edge_index, num_nodes=None):
+    """Mean of the incoming messages ``z[edge_index[0]]`` at every ``edge_index[1]``; 0 without any."""
+    num_nodes = z.shape[0] if num_nodes is None else num_nodes
+    total = z.new_zeros((num_nodes, z.shape[1])).index_add_(0, edge_index[1], z[edge_index[0]])
+    count = torch.bincount(edge_index[1], minlength=num_nodes).clamp_min_(1).to(z.dtype)
+    return total / count[:, None]
+
+
+class SAGELayer(nn.Module):
+    """GraphSAGE with mean aggregation: ``W_l mean_{j -> i} z_j + b + W_r z_i`` (PyG ``SAGEConv``'s form)."""
+
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.lin_l = nn.Linear(in_dim, out_dim)
+        self.lin_r = nn.Linear(in_dim, out_dim, bias=False)
+
+    def forward(self, z, edge_index):
+        return self.lin_l(mean_aggregate(z, edge_index)) + self.lin_r(z)
+
+
+class GITModel(nn.Module):
+    """GIT's encoder, task-tree pooling and pretraining predictor.
+
+    Parameters
+    ----------
+    input_dim : int
+        Width of the node features (the official model reads 768-d sentence
+        embeddings).
+    hidden_dim : int
+    num_layers : int, default=2
+        GraphSAGE layers; 0 leaves the features as they are (then
+        ``hidden_dim`` must equal ``input_dim``).
+    norm : {"batch", None}, default="batch"
+    dropout : float, default=0.15
+    predictor_dropout : float, default=0.5
+    """
+
+    def __init__(self, input_dim, hidden_dim, num_layers=2, norm="batch", dropout=0.15, predictor_dropout=0.5):
+        super().__init__()
+        if num_layers == 0 and hidden_dim != input_dim:
+            raise ValueError(f"num_layers=0 keeps the {input_dim}-d features; hidden_dim={hidden_dim} must equal it.")
+        if norm not in ("batch", None):
+            raise ValueError(f"norm={norm!r}; expected 'batch' or None.")
+        self.input_dim, self.hidden_dim, self.num_layers = int(input_dim), int(hidden_dim), int(num_layers)
+        widths = [input_dim] + [hidden_dim] * num_layers
+        self.convs = nn.ModuleList(SAGELayer(a, b) for a, b in zip(widths[:-1], widths[1:]))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_dim) if norm == "batch" else nn.Identity()
+                                   for _ in range(num_layers))
+        self.dropout = nn.Dropout(dropout)
+        self.pooling = nn.Linear(hidden_dim, hidden_dim)
+        self.predictor = nn.Sequential(
+            nn.Linear(hidden_dim, hidden_dim), nn.BatchNorm1d(hidden_dim), nn.ReLU(), nn.Dropout(predictor_dropout),
+            nn.Linear(hidden_dim, hidden_dim),
+        )
+
+    def encode(self, x, edge_index):
+        """Node embeddings ``(n_nodes, hidden_dim)``; ``edge_index`` holds (source, target) messages."""
+        z = x
+        for conv, norm in zip(self.convs, self.norms):
+            z = self.dropout(norm(F.relu(conv(z, edge_index))))
+        return z
+
+    def task_embeddings(self, z, task_of_root, roots, n_tasks=None):
+        """``pooling`` of the mean of each task's root embeddings: ``(n_tasks, hidden_dim)``."""
+        n_tasks = int(task_of_root.max()) + 1 if n_tasks is None else n_tasks
+        return self.pooling(mean_aggregate(z, torch.stack([roots, task_of_root]), n_tasks))
+
+    def forward(self, x, edge_index, task_of_root, roots, n_tasks=None):
+        """Task-tree embeddings of the tasks whose roots are given."""
+        return self.task_embeddings(self.encode(x, edge_index), task_of_root, roots, n_tasks)
+
+
+def augment_graph(x, edge_index, *, feature_mask_p=0.2, edge_drop_p=0.2, generator=None):
+    """One view: whole feature columns zeroed with probability ``feature_mask_p`` (PyG ``mask_feature``'s
+    column mode) and undirected edges dropped with probability ``edge_drop_p`` (both directions together).
+
+    ``edge_index`` lists (source, target) messages in both directions.
+    """
+    keep_columns = torch.rand(x.shape[1], generator=generator) >= feature_mask_p
+    x = x * keep_columns.to(x.device, x.dtype)
+    low, high = edge_index.min(0).values, edge_index.max(0).values
+    pair = low * (int(edge_index.max()) + 1 if edge_index.numel() else 1) + high
+    unique_pairs, which = torch.unique(pair, return_inverse=True)
+    keep_pairs = torch.rand(len(unique_pairs), generator=generator) >= edge_drop_p
+    return x, edge_index[:, keep_pairs.to(edge_index.device)[which]]
+
+
+def reconstruction_loss(predicted, target, eta=1.0):
+    """Mean of ``(1 - cos(predicted, sg(target))) ** eta`` over rows; in [0, 2] for ``eta = 1``."""
+    cosine = F.cosine_similarity(predicted, target.detach(), dim=-1)
+    return (1.0 - cosine).pow(eta).mean()
+
+
+def alignment_loss(z):
+    """``KL(softmax(mean of z) || softmax(z_i))`` averaged over rows: 0 when every row is the same, >= 0."""
+    mean = F.softmax(z.mean(0), dim=-1)
+    return (mean * (mean.log() - F.log_softmax(z, dim=-1))).sum(-1).mean()

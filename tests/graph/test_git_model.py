@@ -1,0 +1,83 @@
+"""GIT's network: the spec's properties of the encoder, the views and the two pretraining losses."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skicml.graph._git._model import GITModel, alignment_loss, augment_graph, mean_aggregate, reconstruction_loss
+
+
+def _path(n):
+    forward = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    return torch.cat([forward, forward.flip(0)], dim=1)
+
+
+def test_an_isolated_node_gets_its_root_term_and_no_nan():
+    torch.manual_seed(0)
+    model = GITModel(4, 8, dropout=0.0).eval()
+    x = torch.randn(5, 4)
+    edges = _path(4)  # node 4 has no neighbour
+    z = model.encode(x, edges)
+    assert torch.isfinite(z).all()
+    layer = model.convs[0]
+    torch.testing.assert_close(layer(x, edges)[4], layer.lin_l.bias + layer.lin_r(x[4]))
+
+
+def test_node_embeddings_are_equivariant_and_graph_embeddings_invariant_to_relabelling():
+    torch.manual_seed(1)
+    model = GITModel(3, 6).eval()
+    x, edges = torch.randn(7, 3), torch.cat([_path(7), torch.tensor([[0, 4], [4, 0]])], dim=1)
+    perm = torch.randperm(7)
+    inverse = torch.argsort(perm)
+    z = model.encode(x, edges)
+    z_perm = model.encode(x[perm], inverse[edges])
+    torch.testing.assert_close(z_perm, z[perm])
+    everything = torch.zeros(7, dtype=torch.int64), torch.arange(7)
+    torch.testing.assert_close(model.task_embeddings(z_perm, *everything), model.task_embeddings(z, *everything))
+    pair = model.task_embeddings(z, torch.tensor([0, 0]), torch.tensor([2, 5]))
+    torch.testing.assert_close(pair, model.task_embeddings(z, torch.tensor([0, 0]), torch.tensor([5, 2])))
+
+
+def test_views_without_augmentation_are_the_graph():
+    x, edges = torch.randn(6, 4), _path(6)
+    generator = torch.Generator().manual_seed(0)
+    x_view, edges_view = augment_graph(x, edges, feature_mask_p=0.0, edge_drop_p=0.0, generator=generator)
+    assert torch.equal(x_view, x) and torch.equal(edges_view, edges)
+
+
+def test_views_drop_whole_columns_and_both_directions_of_an_edge():
+    x, edges = torch.randn(50, 40) + 5, _path(50)
+    x_view, edges_view = augment_graph(x, edges, feature_mask_p=0.5, edge_drop_p=0.5,
+                                       generator=torch.Generator().manual_seed(0))
+    zero_columns = (x_view == 0).all(0)
+    assert 5 < int(zero_columns.sum()) < 35 and (x_view[:, ~zero_columns] == x[:, ~zero_columns]).all()
+    kept = {tuple(e) for e in edges_view.t().tolist()}
+    assert all((v, u) in kept for u, v in kept) and 10 < len(kept) / 2 < 40
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 20), st.integers(2, 9), st.integers(0, 99))
+def test_reconstruction_loss_lies_in_0_2_is_0_when_parallel_and_stops_the_target_gradient(rows, dim, seed):
+    generator = torch.Generator().manual_seed(seed)
+    predicted = torch.randn(rows, dim, generator=generator, requires_grad=True)
+    target = torch.randn(rows, dim, generator=generator, requires_grad=True)
+    loss = reconstruction_loss(predicted, target)
+    assert 0.0 <= float(loss.detach()) <= 2.0
+    loss.backward()
+    assert target.grad is None and predicted.grad is not None
+    assert float(reconstruction_loss(3.0 * target.detach(), target)) < 1e-6
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 20), st.integers(2, 9), st.integers(0, 99))
+def test_alignment_loss_is_nonnegative_and_zero_for_identical_rows(rows, dim, seed):
+    z = torch.randn(rows, dim, generator=torch.Generator().manual_seed(seed))
+    assert float(alignment_loss(z)) >= -1e-7
+    assert abs(float(alignment_loss(z[:1].expand(rows, dim)))) < 1e-6
+
+
+def test_mean_aggregate_of_no_message_is_zero():
+    z = torch.randn(3, 2)
+    out = mean_aggregate(z, torch.tensor([[0], [1]]))
+    torch.testing.assert_close(out[1], z[0])
+    assert (out[[0, 2]] == 0).all()
