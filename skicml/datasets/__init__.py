@@ -6,6 +6,7 @@ The method families add their generators here (``make_shape_scenes``,
 """
 
 from ._contexture import make_context_blobs, make_planted_spectrum
+from ._graph_domains import make_graph_domains
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
 from ._point_clouds import POINT_CLOUD_CLASSES, make_point_clouds
 from ._shapes import (
@@ -37,6 +38,7 @@ __all__ = [
     "load_sample_videos",
     "load_wearable_example",
     "make_context_blobs",
+    "make_graph_domains",
     "make_needle_embeddings",
     "make_needle_videos",
     "make_planted_spectrum",
