@@ -1,5 +1,6 @@
 """GIT's network: the spec's properties of the encoder, the views and the two pretraining losses."""
 
+import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,3 +82,37 @@ def test_mean_aggregate_of_no_message_is_zero():
     out = mean_aggregate(z, torch.tensor([[0], [1]]))
     torch.testing.assert_close(out[1], z[0])
     assert (out[[0, 2]] == 0).all()
+
+
+def test_pretraining_lowers_the_loss_on_task_trees_of_two_domains():
+    """Spec property 11 (first half): AdamW on the objective lowers it, batches of task nodes of two domains."""
+    from skicml.datasets import make_graph_domains
+    from skicml.graph._git._model import GITPretrainObjective
+    from skicml.graph._git._task_trees import add_task_nodes, csr_adjacency, sample_neighbors
+
+    domains = make_graph_domains(2, n_nodes=300, n_features=16, random_state=0)
+    xs, edges, offset = [], [], 0
+    for domain in domains:
+        xs.append(torch.as_tensor(domain.x, dtype=torch.float32))
+        edges.append(torch.as_tensor(domain.edge_index) + offset)
+        offset += len(domain.x)
+    edge_index = torch.cat(edges, dim=1)
+    edge_index, task_nodes = add_task_nodes(edge_index, offset, "node")
+    x = torch.cat(xs + [torch.zeros(len(task_nodes), 16)])
+    csr = csr_adjacency(edge_index, len(x))
+    torch.manual_seed(0)
+    objective = GITPretrainObjective(GITModel(16, 32))
+    optimizer = torch.optim.AdamW(objective.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(0)
+    losses = []
+    for step in range(60):
+        seeds = task_nodes[torch.randperm(len(task_nodes), generator=generator)[:128]]
+        sample = sample_neighbors(*csr, seeds, [10, 10, 10], generator=generator)
+        both = torch.cat([sample.edge_index, sample.edge_index.flip(0)], dim=1)
+        loss = objective(x[sample.nodes], both, sample.n_seeds)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
+    assert set(objective.parts) == {"reconstruction", "alignment"}

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["GITModel", "SAGELayer", "alignment_loss", "augment_graph", "mean_aggregate", "reconstruction_loss"]
+__all__ = ["GITModel", "GITPretrainObjective", "SAGELayer", "alignment_loss", "augment_graph", "mean_aggregate", "reconstruction_loss"]
 
 
 def mean_aggregate(z, edge_index, num_nodes=None):
@@ -123,3 +123,45 @@ def alignment_loss(z):
     """``KL(softmax(mean of z) || softmax(z_i))`` averaged over rows: 0 when every row is the same, >= 0."""
     mean = F.softmax(z.mean(0), dim=-1)
     return (mean * (mean.log() - F.log_softmax(z, dim=-1))).sum(-1).mean()
+
+
+class GITPretrainObjective(nn.Module):
+    """GIT's pretraining loss on a sampled batch whose first ``n_seeds`` nodes are virtual task nodes.
+
+    For two views (:func:`augment_graph`) ``z_k = pooling(mean over
+    neighbours of encode(view_k))`` for every sampled node (the task nodes'
+    rows are their task-tree embeddings) and ``h_k = predictor(z_k)``; the
+    loss is ``(rec(h_2, z_1) + rec(h_1, z_2)) / 2`` over the task nodes plus
+    ``align_weight * alignment_loss(z_1)`` over all sampled nodes, as the
+    official ``PretrainModel``.
+
+    Parameters
+    ----------
+    model : GITModel
+    align_weight : float, default=10.0
+    eta : float, default=1.0
+    feature_mask_p, edge_drop_p : float, default=0.2
+    """
+
+    def __init__(self, model, align_weight=10.0, eta=1.0, feature_mask_p=0.2, edge_drop_p=0.2):
+        super().__init__()
+        self.model = model
+        self.align_weight, self.eta = float(align_weight), float(eta)
+        self.feature_mask_p, self.edge_drop_p = float(feature_mask_p), float(edge_drop_p)
+        self.parts = {}
+
+    def view(self, x, edge_index):
+        x_view, edges_view = augment_graph(x, edge_index, feature_mask_p=self.feature_mask_p,
+                                           edge_drop_p=self.edge_drop_p)
+        z = self.model.encode(x_view, edges_view)
+        return self.model.pooling(mean_aggregate(z, edges_view))
+
+    def forward(self, x, edge_index, n_seeds):
+        z1, z2 = self.view(x, edge_index), self.view(x, edge_index)
+        h1, h2 = self.model.predictor(z1), self.model.predictor(z2)
+        seeds = slice(0, int(n_seeds))
+        rec = 0.5 * (reconstruction_loss(h2[seeds], z1[seeds], self.eta)
+                     + reconstruction_loss(h1[seeds], z2[seeds], self.eta))
+        align = alignment_loss(z1)
+        self.parts = {"reconstruction": float(rec.detach()), "alignment": float(align.detach())}
+        return rec + self.align_weight * align
