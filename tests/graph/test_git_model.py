@@ -116,3 +116,31 @@ def test_pretraining_lowers_the_loss_on_task_trees_of_two_domains():
         losses.append(float(loss.detach()))
     assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
     assert set(objective.parts) == {"reconstruction", "alignment"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 8), st.integers(0, 99), st.floats(0.1, 10.0))
+def test_prototypes_classify_their_own_classes_under_any_positive_scale(n_classes, dim, seed, scale):
+    """Spec property 8: queries equal to the prototypes are classified right, whatever their scale."""
+    from skicml.graph._git._model import class_prototypes, prototype_logits
+
+    generator = torch.Generator().manual_seed(seed)
+    support = torch.randn(3 * n_classes, dim, generator=generator, dtype=torch.float64)
+    labels = torch.arange(n_classes).repeat(3)
+    prototypes = class_prototypes(support, labels, n_classes)
+    if torch.linalg.matrix_rank(prototypes) < n_classes:
+        return
+    logits = prototype_logits(scale * prototypes, prototypes)
+    assert torch.equal(logits.argmax(1), torch.arange(n_classes))
+    torch.testing.assert_close(prototype_logits(scale * support, prototypes), prototype_logits(support, prototypes))
+    assert (logits <= 1e-12).all() and (logits >= -4 - 1e-12).all()
+    # the order of the support set does not matter
+    order = torch.randperm(len(support), generator=generator)
+    torch.testing.assert_close(class_prototypes(support[order], labels[order], n_classes), prototypes)
+
+
+def test_a_class_without_support_has_a_zero_prototype():
+    from skicml.graph._git._model import class_prototypes
+
+    prototypes = class_prototypes(torch.randn(4, 3), torch.tensor([0, 0, 2, 2]), 3)
+    assert (prototypes[1] == 0).all() and (prototypes[[0, 2]] != 0).any()

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["GITModel", "GITPretrainObjective", "SAGELayer", "alignment_loss", "augment_graph", "mean_aggregate", "reconstruction_loss"]
+__all__ = ["GITModel", "GITPretrainObjective", "SAGELayer", "alignment_loss", "augment_graph", "class_prototypes",
+           "mean_aggregate", "prototype_logits", "reconstruction_loss"]
 
 
 def mean_aggregate(z, edge_index, num_nodes=None):
@@ -165,3 +166,19 @@ class GITPretrainObjective(nn.Module):
         align = alignment_loss(z1)
         self.parts = {"reconstruction": float(rec.detach()), "alignment": float(align.detach())}
         return rec + self.align_weight * align
+
+
+def class_prototypes(embeddings, labels, n_classes):
+    """Mean of the L2-normalised embeddings of each class ``(n_classes, d)``; zero for a class with none.
+
+    As in the official ``get_prototypes``, a support example given twice
+    weighs twice; repeating the whole support set changes nothing.
+    """
+    unit = F.normalize(embeddings, dim=-1)
+    labels = torch.as_tensor(labels, dtype=torch.int64, device=embeddings.device)
+    return mean_aggregate(unit, torch.stack([torch.arange(len(unit), device=unit.device), labels]), n_classes)
+
+
+def prototype_logits(queries, prototypes):
+    """``-(2 - 2 cos(q, p))``, the negative squared distance of unit vectors (the official ``proto_classify``)."""
+    return -(2.0 - 2.0 * F.normalize(queries, dim=-1) @ F.normalize(prototypes, dim=-1).t())
