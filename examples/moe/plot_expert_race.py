@@ -12,7 +12,6 @@ shows guided samples, how many experts each of the 16 patch tokens takes
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from sklearn.datasets import load_digits
 
 from skicml.moe import RaceDiTGenerator
@@ -25,20 +24,14 @@ print("thresholds learned per layer:", np.round(model.thresholds_, 3))
 
 # %%
 # Experts per token, patch by patch, on held-out digits at a middle noise level.
-held_out = digits.images[1500:1600]
-x0 = model._images(held_out, reset=False)
-net = model.module_
-t = torch.full((len(x0),), 60)
-noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(0))
-with torch.no_grad():
-    _, aux = net(net.schedule.add_noise(x0, noise, t), t, torch.as_tensor(digits.target[1500:1600]))
-per_patch = torch.stack([a["mask"].sum(-1).double() for a in aux]).mean(0)  # (images, 16 tokens)
-ink = torch.nn.functional.avg_pool2d(torch.as_tensor(held_out)[:, None], 2).flatten(1)
-stroke = ink > ink.median()
+held_out, held_out_labels = digits.images[1500:1600], digits.target[1500:1600]
+per_patch = model.experts_per_token(held_out, held_out_labels, t=60).mean(axis=1)  # (images, 4, 4), over layers
+ink = held_out.reshape(-1, 4, 2, 4, 2).mean(axis=(2, 4))  # each 2x2 patch's mean ink
+stroke = ink > np.median(ink)
 print(f"experts per token at t=60: {per_patch[stroke].mean():.2f} on strokes, "
       f"{per_patch[~stroke].mean():.2f} on background")
 
-report = model.routing_report(held_out, digits.target[1500:1600], t=[5, 50, 100, 150, 195])
+report = model.routing_report(held_out, held_out_labels, t=[5, 50, 100, 150, 195])
 by_timestep = report.groupby("timestep")["experts_per_token_mean"].mean()
 print("experts per token by timestep:", by_timestep.round(2).to_dict())
 
@@ -48,7 +41,7 @@ fig, axes = plt.subplots(2, 10, figsize=(10, 2.6))
 for i in range(10):
     axes[0, i].imshow(samples[i], cmap="gray_r")
     axes[0, i].set_title(str(i))
-    axes[1, i].imshow(per_patch[i].reshape(4, 4), cmap="viridis", vmin=0, vmax=4)
+    axes[1, i].imshow(per_patch[i], cmap="viridis", vmin=0, vmax=4)
 for ax in axes.flat:
     ax.set_axis_off()
 axes[1, 0].set_title("experts", fontsize=8)

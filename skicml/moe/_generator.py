@@ -536,16 +536,64 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
             ``combination_usage`` (see :func:`skicml.nn.moe.routing_statistics`).
         """
         check_is_fitted(self)
-        images = self._images(X, reset=False)
-        labels = self._labels(y, len(images), reset=False)
-        device = self._device()
-        model = self.module_.to(device).eval()
-        n_timesteps = model.schedule.n_timesteps
+        steps = self._timesteps(t)
+        rows = []
+        for step, masks in zip(steps, self._routing_masks(X, y, steps)):
+            for layer, mask in enumerate(masks):
+                stats = routing_statistics(mask)
+                for expert, load in enumerate(stats["load"].tolist()):
+                    rows.append({"layer": layer, "timestep": int(step), "expert": expert, "load": load,
+                                 **{k: v for k, v in stats.items() if k != "load"}})
+        return pd.DataFrame(rows, columns=["layer", "timestep", "expert", "load", "experts_per_token_mean",
+                                           "experts_per_token_std", "max_violation", "combination_usage"])
+
+    def experts_per_token(self, X, y=None, t=None):
+        """How many experts each token of each image takes, layer by layer, at timestep ``t``.
+
+        The picture behind Expert Race: at inference each (token, expert)
+        pair is kept when its score passes the layer's learned threshold, so
+        strokes and low-noise timesteps can take more experts than flat
+        background.
+
+        Parameters
+        ----------
+        X : array-like of images or flat rows
+        y : array-like of shape (n,) or None
+        t : int or None, default=None
+            The timestep the images are noised to (fixed noise, as in
+            :meth:`routing_report`); ``None`` is the middle of the schedule.
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_moe_layers, H // patch_size, W // patch_size)
+            Integer counts in ``[0, n_experts]``.
+        """
+        check_is_fitted(self)
+        steps = self._timesteps(self.module_.schedule.n_timesteps // 2 if t is None else t)
+        if len(steps) != 1:
+            raise ValueError(f"t must be one timestep; got {len(steps)}.")
+        masks = next(iter(self._routing_masks(X, y, steps)))
+        _, height, width = self.image_shape_
+        grid = (height // self.patch_size_, width // self.patch_size_)
+        if not masks:
+            return np.zeros((len(np.asarray(X)), 0, *grid), dtype=np.int64)
+        counts = torch.stack([mask.sum(-1) for mask in masks], dim=1)  # (n, layers, tokens)
+        return counts.reshape(len(counts), len(masks), *grid).numpy().astype(np.int64)
+
+    def _timesteps(self, t):
+        n_timesteps = self.module_.schedule.n_timesteps
         steps = (np.unique(np.linspace(0, n_timesteps - 1, 5).round().astype(int)) if t is None
                  else np.atleast_1d(np.asarray(t, dtype=int)))
         if np.any(steps < 0) or np.any(steps >= n_timesteps):
             raise ValueError(f"t must lie in [0, {n_timesteps - 1}]; got {steps.tolist()}.")
-        rows = []
+        return steps
+
+    def _routing_masks(self, X, y, steps):
+        """For each timestep of ``steps``, every MoE layer's mask ``(n, L, E)`` on ``X`` noised with fixed noise."""
+        images = self._images(X, reset=False)
+        labels = self._labels(y, len(images), reset=False)
+        device = self._device()
+        model = self.module_.to(device).eval()
         noise = torch.randn(images.shape, generator=torch.Generator().manual_seed(_SCORE_NOISE_SEED))
         with torch.inference_mode():
             for step in steps:
@@ -558,13 +606,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
                     _, aux = model(x_t, timesteps, batch_labels)
                     batch_masks = [a["mask"].cpu() for a in aux if a]
                     masks = batch_masks if masks is None else [torch.cat([m, b]) for m, b in zip(masks, batch_masks)]
-                for layer, mask in enumerate(masks or []):
-                    stats = routing_statistics(mask)
-                    for expert, load in enumerate(stats["load"].tolist()):
-                        rows.append({"layer": layer, "timestep": int(step), "expert": expert, "load": load,
-                                     **{k: v for k, v in stats.items() if k != "load"}})
-        return pd.DataFrame(rows, columns=["layer", "timestep", "expert", "load", "experts_per_token_mean",
-                                           "experts_per_token_std", "max_violation", "combination_usage"])
+                yield masks or []
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

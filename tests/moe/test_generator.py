@@ -142,3 +142,19 @@ def test_averaged_weights_differ_and_their_thresholds_spend_about_k():
     report = model.routing_report(DIGITS.images[:512], DIGITS.target[:512], t=np.arange(0, 50, 5))
     per_token = report.drop_duplicates(["layer", "timestep"])["experts_per_token_mean"].mean()
     assert 1.6 <= per_token <= 2.4  # k = 2: the thresholds were measured on the averaged model
+
+
+def test_experts_per_token_maps_the_routing_report(trained):
+    held_out, labels = DIGITS.images[1000:1040], DIGITS.target[1000:1040]
+    counts = trained.experts_per_token(held_out, labels, t=40)
+    assert counts.shape == (40, 2, 4, 4) and counts.dtype == np.int64
+    assert counts.min() >= 0 and counts.max() <= 4
+    report = trained.routing_report(held_out, labels, t=40)
+    means = report.drop_duplicates("layer")["experts_per_token_mean"].to_numpy()
+    np.testing.assert_allclose(counts.reshape(40, 2, -1).mean(axis=(0, 2)), means)
+    with pytest.raises(ValueError, match="one timestep"):
+        trained.experts_per_token(held_out, labels, t=[1, 2])
+    with pytest.raises(ValueError, match=r"t must lie in \[0, 49\]"):
+        trained.experts_per_token(held_out, labels, t=50)
+    dense = _generator(n_experts=0).fit(DIGITS.images[:64], DIGITS.target[:64])
+    assert dense.experts_per_token(held_out, labels).shape == (40, 0, 4, 4)
