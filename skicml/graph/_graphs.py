@@ -1,4 +1,4 @@
-"""One graph format for every input the GraphGPT estimators accept.
+"""One graph format for every input the graph estimators (GraphGPT, GIT) accept.
 
 Users hand us networkx graphs, torch_geometric ``Data`` objects, plain dicts,
 SMILES strings or a 2-D feature matrix; :func:`as_graph_list` turns each of
@@ -87,7 +87,7 @@ def _undirected(edge_index, num_nodes, edge_attr, position):
     directed_twice = counts == 2
     if np.any(counts > 2) or np.any(directed_twice & (low[first] == high[first])):
         raise ValueError(
-            f"{_where(position)}: has parallel edges (a multigraph); GraphGPT serializes simple graphs. "
+            f"{_where(position)}: has parallel edges (a multigraph); the graph estimators take simple graphs. "
             "Merge parallel edges first (e.g. nx.Graph(multigraph))."
         )
     first = np.sort(first)
@@ -97,12 +97,12 @@ def _undirected(edge_index, num_nodes, edge_attr, position):
 def _from_networkx(graph, node_attr, edge_attr, position):
     if graph.is_directed():
         raise ValueError(
-            f"{_where(position)} is a directed graph; GraphGPT serializes undirected graphs. "
+            f"{_where(position)} is a directed graph; the graph estimators take undirected graphs. "
             "Pass graph.to_undirected()."
         )
     if graph.is_multigraph():
         raise ValueError(
-            f"{_where(position)} is a multigraph; GraphGPT serializes simple graphs. Pass nx.Graph(graph)."
+            f"{_where(position)} is a multigraph; the graph estimators take simple graphs. Pass nx.Graph(graph)."
         )
     nodes = list(graph.nodes)
     index = {node: i for i, node in enumerate(nodes)}
@@ -241,7 +241,7 @@ def as_graph_list(X, *, node_attr="x", edge_attr="edge_attr"):
         raise ValueError("X holds no graphs; at least one is needed.")
     for i, graph in enumerate(graphs):
         if graph.num_nodes == 0:
-            raise ValueError(f"{_where(i)} has no nodes; GraphGPT cannot serialize an empty graph.")
+            raise ValueError(f"{_where(i)} has no nodes; an empty graph has nothing to learn from.")
     node_widths = {g.x.shape[1] for g in graphs}
     edge_widths = {g.edge_attr.shape[1] for g in graphs if g.n_edges}
     if len(node_widths) > 1 or len(edge_widths) > 1:
