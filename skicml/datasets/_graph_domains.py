@@ -134,7 +134,8 @@ def make_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_classes=5, n
         (``(2, n_edges)``, each undirected edge once), ``node_labels``, and
         ``target`` with ``pairs`` for edge tasks (the labelled node pairs,
         every edge of the graph). Graph tasks: ``graphs``, a list of dicts
-        with ``x``, ``edge_index`` and ``node_labels``, and ``target``.
+        with ``x`` and ``edge_index`` (what the graph estimators read),
+        ``node_labels`` (one array per graph) and ``target``.
 
     Examples
     --------
@@ -161,17 +162,18 @@ def make_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_classes=5, n
 
         bunch = Bunch(domain=domain, task=task, DESCR=_DESCR)
         if task == "graph":
-            graphs, target = [], np.empty(n_graphs, dtype=np.int64)
+            graphs, node_labels, target = [], [], np.empty(n_graphs, dtype=np.int64)
             for g in range(n_graphs):
                 size = rng.randint(low_size, high_size + 1)
                 majority = rng.randint(k)
                 # Half the nodes (and one more) in the majority class, the rest anywhere.
                 labels = np.where(np.arange(size) <= size // 2, majority, rng.randint(k, size=size))
                 labels = rng.permutation(labels)
-                graphs.append({"x": features(labels), "node_labels": labels,
+                node_labels.append(labels)
+                graphs.append({"x": features(labels),
                                "edge_index": _planted_partition(labels, min(degree, size - 1), homophily, rng)})
                 target[g] = majority
-            bunch.update(graphs=graphs, target=target, class_embeddings=_unit(shift(classes)))
+            bunch.update(graphs=graphs, node_labels=node_labels, target=target, class_embeddings=_unit(shift(classes)))
         else:
             labels = rng.randint(k, size=n_nodes)
             bunch.update(x=features(labels), node_labels=labels,

@@ -57,9 +57,10 @@ def test_graph_tasks_are_labelled_by_their_majority_class():
     domain = make_graph_domains(1, task="graph", n_graphs=50, graph_size=(5, 12), n_classes=[3],
                                 random_state=0)[0]
     assert len(domain.graphs) == len(domain.target) == 50
-    for graph, target in zip(domain.graphs, domain.target):
+    assert len(domain.node_labels) == 50
+    for graph, labels, target in zip(domain.graphs, domain.node_labels, domain.target):
         n = len(graph["x"])
-        assert 5 <= n <= 12 and np.bincount(graph["node_labels"]).argmax() == target
+        assert 5 <= n <= 12 and len(labels) == n and np.bincount(labels).argmax() == target
         assert graph["edge_index"].max() < n
 
 

@@ -85,10 +85,10 @@ def test_mean_aggregate_of_no_message_is_zero():
 
 
 def test_pretraining_lowers_the_loss_on_task_trees_of_two_domains():
-    """Spec property 11 (first half): AdamW on the objective lowers it, batches of task nodes of two domains."""
+    """Spec property 11 (first half): AdamW on the objective lowers it, batches of node tasks of two domains."""
     from skicml.datasets import make_graph_domains
     from skicml.graph._git._model import GITPretrainObjective
-    from skicml.graph._git._task_trees import add_task_nodes, csr_adjacency, sample_neighbors
+    from skicml.graph._git._task_trees import csr_adjacency, sample_neighbors
 
     domains = make_graph_domains(2, n_nodes=300, n_features=16, random_state=0)
     xs, edges, offset = [], [], 0
@@ -96,26 +96,36 @@ def test_pretraining_lowers_the_loss_on_task_trees_of_two_domains():
         xs.append(torch.as_tensor(domain.x, dtype=torch.float32))
         edges.append(torch.as_tensor(domain.edge_index) + offset)
         offset += len(domain.x)
-    edge_index = torch.cat(edges, dim=1)
-    edge_index, task_nodes = add_task_nodes(edge_index, offset, "node")
-    x = torch.cat(xs + [torch.zeros(len(task_nodes), 16)])
-    csr = csr_adjacency(edge_index, len(x))
+    x, csr = torch.cat(xs), csr_adjacency(torch.cat(edges, dim=1), offset)
     torch.manual_seed(0)
     objective = GITPretrainObjective(GITModel(16, 32))
     optimizer = torch.optim.AdamW(objective.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     losses = []
     for step in range(60):
-        seeds = task_nodes[torch.randperm(len(task_nodes), generator=generator)[:128]]
-        sample = sample_neighbors(*csr, seeds, [10, 10, 10], generator=generator)
-        both = torch.cat([sample.edge_index, sample.edge_index.flip(0)], dim=1)
-        loss = objective(x[sample.nodes], both, sample.n_seeds)
+        seeds = torch.randperm(offset, generator=generator)[:128]
+        sample = sample_neighbors(*csr, seeds, [10, 10], generator=generator)
+        loss = objective(x[sample.nodes], sample.edge_index, torch.arange(128), torch.arange(128), 128)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
     assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:5])
     assert set(objective.parts) == {"reconstruction", "alignment"}
+
+
+def test_a_single_row_trains_through_batch_norm_with_running_statistics():
+    model = GITModel(3, 4).train()
+    z = model.encode(torch.randn(1, 3), torch.zeros((2, 0), dtype=torch.int64))
+    assert z.shape == (1, 4) and torch.isfinite(z).all()
+
+
+def test_an_input_projection_reads_features_of_another_width():
+    model = GITModel(8, 8).add_input_projection(3).eval()
+    assert model.feature_dim == 3
+    out = model(torch.randn(5, 3), _path(5), torch.zeros(5, dtype=torch.int64), torch.arange(5))
+    assert out.shape == (1, 8)
+    assert isinstance(GITModel(8, 8).add_input_projection(8).project, torch.nn.Identity)
 
 
 @settings(max_examples=30, deadline=None)

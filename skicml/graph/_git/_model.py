@@ -76,17 +76,37 @@ class GITModel(nn.Module):
         self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_dim) if norm == "batch" else nn.Identity()
                                    for _ in range(num_layers))
         self.dropout = nn.Dropout(dropout)
+        # Features of another width reach a pretrained encoder through a learned map (add_input_projection).
+        self.project = nn.Identity()
         self.pooling = nn.Linear(hidden_dim, hidden_dim)
         self.predictor = nn.Sequential(
             nn.Linear(hidden_dim, hidden_dim), nn.BatchNorm1d(hidden_dim), nn.ReLU(), nn.Dropout(predictor_dropout),
             nn.Linear(hidden_dim, hidden_dim),
         )
 
+    @property
+    def feature_dim(self):
+        """Width of the node features the model reads (``input_dim`` unless a projection was added)."""
+        return self.project.in_features if isinstance(self.project, nn.Linear) else self.input_dim
+
+    def add_input_projection(self, feature_dim):
+        """Read ``feature_dim``-wide features through a new ``Linear(feature_dim, input_dim)``."""
+        self.project = nn.Linear(feature_dim, self.input_dim) if feature_dim != self.input_dim else nn.Identity()
+        return self
+
     def encode(self, x, edge_index):
-        """Node embeddings ``(n_nodes, hidden_dim)``; ``edge_index`` holds (source, target) messages."""
+        """Node embeddings ``(n_nodes, hidden_dim)`` of projected features ``x``; ``edge_index`` holds
+        (source, target) messages."""
         z = x
         for conv, norm in zip(self.convs, self.norms):
-            z = self.dropout(norm(F.relu(conv(z, edge_index))))
+            z = F.relu(conv(z, edge_index))
+            if isinstance(norm, nn.BatchNorm1d) and self.training and len(z) < 2:
+                # Batch statistics of one row are undefined: use the running ones.
+                z = F.batch_norm(z, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0,
+                                 norm.eps)
+            else:
+                z = norm(z)
+            z = self.dropout(z)
         return z
 
     def task_embeddings(self, z, task_of_root, roots, n_tasks=None):
@@ -95,8 +115,8 @@ class GITModel(nn.Module):
         return self.pooling(mean_aggregate(z, torch.stack([roots, task_of_root]), n_tasks))
 
     def forward(self, x, edge_index, task_of_root, roots, n_tasks=None):
-        """Task-tree embeddings of the tasks whose roots are given."""
-        return self.task_embeddings(self.encode(x, edge_index), task_of_root, roots, n_tasks)
+        """Task-tree embeddings of the tasks whose roots are given, from raw features ``x``."""
+        return self.task_embeddings(self.encode(self.project(x), edge_index), task_of_root, roots, n_tasks)
 
 
 def augment_graph(x, edge_index, *, feature_mask_p=0.2, edge_drop_p=0.2, generator=None):
@@ -127,14 +147,20 @@ def alignment_loss(z):
 
 
 class GITPretrainObjective(nn.Module):
-    """GIT's pretraining loss on a sampled batch whose first ``n_seeds`` nodes are virtual task nodes.
+    """GIT's pretraining loss on a batch of task-trees.
 
-    For two views (:func:`augment_graph`) ``z_k = pooling(mean over
-    neighbours of encode(view_k))`` for every sampled node (the task nodes'
-    rows are their task-tree embeddings) and ``h_k = predictor(z_k)``; the
-    loss is ``(rec(h_2, z_1) + rec(h_1, z_2)) / 2`` over the task nodes plus
-    ``align_weight * alignment_loss(z_1)`` over all sampled nodes, as the
-    official ``PretrainModel``.
+    For two views (:func:`augment_graph`) of the sampled graph, ``z_k =
+    encode(view_k)``; each task's row is its task-tree embedding
+    (:meth:`GITModel.task_embeddings`, the mean of its roots, which is what a
+    virtual task node aggregates) and each node's row ``pooling(mean over its
+    neighbours of z_k)``, the embedding of its own one-level tree. With ``h_k
+    = predictor`` of those rows, the loss is ``(rec(h_2, z_1) + rec(h_1,
+    z_2)) / 2`` over the tasks plus ``align_weight * alignment_loss(z_1)``
+    over all rows, as the official ``PretrainModel`` (whose sampled rows are
+    the task nodes and their neighbourhoods).
+
+    The virtual task nodes are not put in the graph, so the roots do not
+    receive messages from them: their trees are the ones adaptation reads.
 
     Parameters
     ----------
@@ -151,18 +177,22 @@ class GITPretrainObjective(nn.Module):
         self.feature_mask_p, self.edge_drop_p = float(feature_mask_p), float(edge_drop_p)
         self.parts = {}
 
-    def view(self, x, edge_index):
+    def view(self, x, edge_index, task_of_root, roots, n_tasks):
+        """Rows ``(n_tasks + n_nodes, hidden_dim)`` of one augmented view: the tasks first."""
         x_view, edges_view = augment_graph(x, edge_index, feature_mask_p=self.feature_mask_p,
                                            edge_drop_p=self.edge_drop_p)
-        z = self.model.encode(x_view, edges_view)
-        return self.model.pooling(mean_aggregate(z, edges_view))
+        z = self.model.encode(self.model.project(x_view), edges_view)
+        tasks = self.model.task_embeddings(z, task_of_root, roots, n_tasks)
+        return torch.cat([tasks, self.model.pooling(mean_aggregate(z, edges_view))])
 
-    def forward(self, x, edge_index, n_seeds):
-        z1, z2 = self.view(x, edge_index), self.view(x, edge_index)
+    def forward(self, x, edge_index, task_of_root, roots, n_tasks):
+        """The loss of the tasks whose roots are ``roots`` (local ids of the sampled graph ``x``, ``edge_index``)."""
+        z1 = self.view(x, edge_index, task_of_root, roots, n_tasks)
+        z2 = self.view(x, edge_index, task_of_root, roots, n_tasks)
         h1, h2 = self.model.predictor(z1), self.model.predictor(z2)
-        seeds = slice(0, int(n_seeds))
-        rec = 0.5 * (reconstruction_loss(h2[seeds], z1[seeds], self.eta)
-                     + reconstruction_loss(h1[seeds], z2[seeds], self.eta))
+        tasks = slice(0, int(n_tasks))
+        rec = 0.5 * (reconstruction_loss(h2[tasks], z1[tasks], self.eta)
+                     + reconstruction_loss(h1[tasks], z2[tasks], self.eta))
         align = alignment_loss(z1)
         self.parts = {"reconstruction": float(rec.detach()), "alignment": float(align.detach())}
         return rec + self.align_weight * align

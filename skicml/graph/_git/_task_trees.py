@@ -31,7 +31,7 @@ def _check_nodes(ids, num_nodes, what):
         raise ValueError(f"{what} refer to nodes {bad} outside the graph's 0..{num_nodes - 1}.")
 
 
-def csr_adjacency(edge_index, num_nodes):
+def csr_adjacency(edge_index, num_nodes, *, directed=False):
     """Both directions of every edge as a CSR structure ``(indptr, neighbors)``, neighbours sorted.
 
     Parameters
@@ -40,6 +40,10 @@ def csr_adjacency(edge_index, num_nodes):
         Each undirected edge once or in both directions (duplicates are
         merged); self-loops are kept once.
     num_nodes : int
+    directed : bool, default=False
+        Read ``edge_index`` as (source, target) messages and list each
+        node's sources only: how new nodes hear from a graph that does not
+        hear from them.
 
     Returns
     -------
@@ -51,8 +55,8 @@ def csr_adjacency(edge_index, num_nodes):
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape (2, n_edges), got {tuple(edge_index.shape)}.")
     _check_nodes(edge_index.reshape(-1), num_nodes, "edge_index entries")
-    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
-    keys = torch.unique(both[0] * num_nodes + both[1])  # sorted by source, then neighbour
+    both = edge_index.flip(0) if directed else torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    keys = torch.unique(both[0] * num_nodes + both[1])  # sorted by node, then neighbour
     source, neighbors = keys // num_nodes, keys % num_nodes
     indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
     indptr[1:] = torch.bincount(source, minlength=num_nodes).cumsum(0)
