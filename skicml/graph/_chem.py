@@ -32,6 +32,7 @@ __all__ = [
     "ATOM_FEATURE_VALUES",
     "BOND_FEATURES",
     "BOND_FEATURE_VALUES",
+    "atom_descriptions",
     "smiles_to_graph",
     "smiles_to_graphs",
 ]
@@ -324,3 +325,50 @@ def smiles_to_graphs(smiles_list, n_jobs=None):
         delayed(_convert_chunk)(smiles_list[a:b], a) for a, b in itertools.pairwise(bounds)
     )
     return [graph for chunk in chunks for graph in chunk]
+
+
+# Element names for the descriptions; others are written "element <Z>".
+_ELEMENT_NAMES = {1: "hydrogen", 5: "boron", 6: "carbon", 7: "nitrogen", 8: "oxygen", 9: "fluorine",
+                  14: "silicon", 15: "phosphorus", 16: "sulfur", 17: "chlorine", 35: "bromine", 53: "iodine"}
+
+
+def atom_descriptions(graph):
+    """One short English description per atom of a :func:`smiles_to_graph` graph.
+
+    GIT reads molecules the way its text-attributed graphs are read: each
+    atom is a sentence (element, aromaticity, ring membership, degree,
+    hydrogens, charge, hybridization) that a text encoder embeds, as the
+    OFA-style molecule inputs of the paper do, without a model download.
+
+    Parameters
+    ----------
+    graph : dict
+        A graph with the integer atom columns :data:`ATOM_FEATURES` in ``x``.
+
+    Returns
+    -------
+    list of str
+        One description per node, in node order.
+
+    Examples
+    --------
+    >>> from skicml.graph import atom_descriptions, smiles_to_graph
+    >>> atom_descriptions(smiles_to_graph("c1ccccc1O"))[-1]
+    'oxygen, not in ring, degree 2, 1 hydrogens, neutral, hybridization SP2'
+    """
+    x = np.asarray(graph["x"])
+    if x.ndim != 2 or x.shape[1] != len(ATOM_FEATURES):
+        raise ValueError(f"atom_descriptions reads smiles_to_graph's {len(ATOM_FEATURES)} atom columns; "
+                         f"got x of shape {x.shape}.")
+    hybridization = ATOM_FEATURE_VALUES["hybridization"]
+    texts = []
+    for atomic_num, _, degree, charge, num_hs, _, hybrid, aromatic, ring in x.tolist():
+        parts = [_ELEMENT_NAMES.get(atomic_num, f"element {atomic_num}")]
+        if aromatic:
+            parts.append("aromatic")
+        parts += ["in ring" if ring else "not in ring", f"degree {degree}", f"{num_hs} hydrogens"]
+        charge -= 5  # the column holds the position in the table, charge + 5
+        parts.append("neutral" if charge == 0 else f"charge {charge:+d}")
+        parts.append(f"hybridization {hybridization[hybrid]}")
+        texts.append(", ".join(parts))
+    return texts

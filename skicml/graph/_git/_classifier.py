@@ -1,0 +1,439 @@
+"""``GITClassifier``: node, edge and graph classification over task-trees, fine-tuned, in context or zero-shot."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from ...base import LogitsClassifierMixin, seeded
+from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
+from ...utils.validation import check_no_missing_labels
+from .._graphs import is_graph_collection
+from ._backbone import GITBackboneMixin, TaskTreeNet
+from ._data import TaskSet, build_task_graph, read_task_sets, texts_of
+from ._model import class_prototypes, prototype_logits
+
+__all__ = ["GITClassifier"]
+
+
+class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GITBackboneMixin, BaseEstimator):
+    """Node, edge and graph classification with GIT's task-tree encoder (Wang et al., ICML 2025).
+
+    Every example is a task-tree (the computation trees of the nodes it is
+    about) embedded by a GraphSAGE encoder, fresh or pretrained
+    (:class:`GITEncoder`). Three ways to predict:
+
+    - ``mode="finetune"``: the encoder and a linear head trained with
+      cross-entropy on the labelled examples;
+    - ``mode="in_context"``: no training; each class's prototype is the mean
+      unit embedding of its labelled examples, and a query goes to the
+      nearest prototype (``fit`` on a few examples a class: few-shot);
+    - ``mode="zero_shot"``: no labelled examples at all; the prototypes are
+      the classes' embeddings (``class_embeddings``, or ``class_texts`` in
+      the node texts' space), which needs ``hidden_dim`` equal to their width.
+
+    ``specialize=True`` first regresses the task-tree embeddings of the
+    labelled examples onto their class embeddings (GIT's specialization);
+    a classifier so specialised on one graph of a domain serves as the
+    ``pretrained`` backbone of a zero-shot classifier on another.
+
+    Inputs by ``task``:
+
+    - ``"node"``: ``graph=`` one graph and ``X`` node ids ``(n,)`` or ``(n, 1)``;
+      with ``graph=None``, ``X`` is a feature matrix whose rows are nodes of a
+      k-nearest-neighbour graph (new rows hear from their nearest training
+      rows, so each prediction depends on its row alone);
+    - ``"edge"``: ``graph=`` and ``X`` node pairs ``(n, 2)``. A pair need not
+      be an edge of the graph: its tree joins the two end nodes' trees either
+      way;
+    - ``"graph"``: ``X`` a sequence of graphs (networkx, PyG ``Data``, dicts
+      or SMILES).
+
+    Node features are numbers or texts (``node_text`` with a
+    ``text_encoder``). An isolated node's tree is the node alone.
+
+    Parameters
+    ----------
+    pretrained : str, path-like, GITEncoder, GITClassifier or None, default=None
+        Backbone to start from: a file written by ``save``, or a fitted GIT
+        estimator (wrap it in :class:`sklearn.frozen.FrozenEstimator` inside
+        a grid search). Its architecture replaces ``hidden_dim``,
+        ``num_layers``, ``norm`` and ``dropout``, and its TF-IDF text encoder
+        is used when ``text_encoder=None``. Features of another width reach it
+        through an input projection started on their principal axes (and
+        trained in ``"finetune"``). ``None``: random weights, which the
+        prototype modes use as a baseline.
+    task : {"node", "edge", "graph"}, default="node"
+    graph : graph or None, default=None
+        The graph of node and edge tasks: a networkx graph, a PyG ``Data`` or
+        a dict with ``x``, ``edge_index`` (and optionally node texts).
+    mode : {"finetune", "in_context", "zero_shot"}, default="finetune"
+    class_embeddings : array-like of shape (n_classes, d), dict or None, default=None
+        The classes' embeddings for ``"zero_shot"`` and ``specialize``: rows
+        in the order of ``classes_`` (sorted labels), or ``{label: vector}``.
+    class_texts : sequence of str, dict or None, default=None
+        Class descriptions embedded by the text encoder instead; a
+        ``"tfidf-svd"`` encoder is fitted on them with the node texts.
+    specialize : bool, default=False
+        Regress the labelled examples' task-tree embeddings onto their class
+        embeddings (mean squared error) before ``mode`` runs.
+    sft_epochs : int, default=50
+    sft_lr : float, default=1e-3
+    temperature : float, default=0.1
+        Prototype logits ``-(2 - 2 cos)`` lie in [-4, 0]; they are divided by
+        this before the softmax, so that probabilities are not all near
+        uniform. Unused in ``"finetune"``.
+    freeze_backbone : bool, default=False
+        In ``"finetune"``, train the head (and an input projection) only.
+    hidden_dim : int or None, default=128
+        Width of a fresh encoder's embeddings; ``None`` keeps the features'.
+    num_layers : int, default=2
+    norm : {"batch"} or None, default="batch"
+    dropout : float, default=0.15
+    text_encoder : {"tfidf-svd", "minilm"}, callable or None, default=None
+        See :class:`GITEncoder`.
+    text_dim : int, default=128
+    node_attr : str, list of str or None, default="x"
+    node_text : str or None, default="text"
+    fanout : int or "all", default=10
+        Neighbours sampled a hop in training; prediction reads all of them.
+    n_neighbors : int, default=10
+        Neighbours of each row in the 2-D path.
+    max_epochs : int, default=100
+    batch_size : int, default=256
+    lr : float, default=1e-3
+    weight_decay : float, default=1e-6
+    validation_fraction : float or None, default=None
+        Held-out share (stratified) for early stopping in ``"finetune"``.
+    n_iter_no_change : int or None, default=None
+    dtype : {"float32", "float64"}, default="float32"
+    device : str or torch.device, default="auto"
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    model_ : GITModel
+    head_ : torch.nn.Linear or None
+        The fine-tuned head (``"finetune"``).
+    prototypes_ : ndarray of shape (n_classes, hidden_dim) or None
+        The class prototypes (``"in_context"``, ``"zero_shot"``).
+    text_encoder_ : object or None
+    graph_ : TaskGraph or None
+        The read ``graph`` (node and edge tasks).
+    history_ : dict
+        ``train_loss`` (and ``valid_loss``, ``sft_loss``) per epoch.
+    provenance_ : dict
+    n_features_in_ : int
+        Only when fitted on a feature matrix.
+
+    See Also
+    --------
+    GITEncoder : Pretraining the backbone.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_graph_domains
+    >>> from skicml.graph import GITClassifier
+    >>> domain = make_graph_domains(1, n_nodes=200, n_features=16, random_state=0)[0]
+    >>> graph = {"x": domain.x, "edge_index": domain.edge_index}
+    >>> support = [i for c in range(5) for i in (domain.target == c).nonzero()[0][:5]]
+    >>> model = GITClassifier(graph=graph, mode="in_context", hidden_dim=16, random_state=0)
+    >>> model.fit(support, domain.target[support]).predict([0, 1, 2]).shape
+    (3,)
+    """
+
+    _parameter_constraints = {
+        **GITBackboneMixin._parameter_constraints,
+        "task": [StrOptions({"node", "edge", "graph"})],
+        "graph": "no_validation",
+        "mode": [StrOptions({"finetune", "in_context", "zero_shot"})],
+        "class_embeddings": ["array-like", dict, None],
+        "class_texts": [list, tuple, dict, None],
+        "specialize": ["boolean"],
+        "sft_epochs": [Interval(Integral, 0, None, closed="left")],
+        "sft_lr": [Interval(Real, 0, None, closed="neither")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "freeze_backbone": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, pretrained=None, task="node", graph=None, mode="finetune", class_embeddings=None,
+                 class_texts=None, specialize=False, sft_epochs=50, sft_lr=1e-3, temperature=0.1,
+                 freeze_backbone=False, hidden_dim=128, num_layers=2, norm="batch", dropout=0.15,
+                 text_encoder=None, text_dim=128, node_attr="x", node_text="text", fanout=10, n_neighbors=10,
+                 max_epochs=100, batch_size=256, lr=1e-3, weight_decay=1e-6, validation_fraction=None,
+                 n_iter_no_change=None, dtype="float32", device="auto", random_state=None, verbose=0):
+        self.pretrained = pretrained
+        self.task = task
+        self.graph = graph
+        self.mode = mode
+        self.class_embeddings = class_embeddings
+        self.class_texts = class_texts
+        self.specialize = specialize
+        self.sft_epochs = sft_epochs
+        self.sft_lr = sft_lr
+        self.temperature = temperature
+        self.freeze_backbone = freeze_backbone
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.norm = norm
+        self.dropout = dropout
+        self.text_encoder = text_encoder
+        self.text_dim = text_dim
+        self.node_attr = node_attr
+        self.node_text = node_text
+        self.fanout = fanout
+        self.n_neighbors = n_neighbors
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ inputs
+    def _class_text_list(self):
+        texts = self.class_texts
+        if texts is None:
+            return []
+        values = list(texts.values()) if isinstance(texts, dict) else list(texts)
+        bad = [type(t).__name__ for t in values if not isinstance(t, str)]
+        if bad:
+            raise TypeError(f"class_texts must be strings; found {bad[0]}.")
+        return values
+
+    def _read(self, X, reset):
+        """The :class:`TaskGraph` of ``X``'s tasks (fitting the text encoder when ``reset``)."""
+        if self.task == "graph":
+            if not is_graph_collection(X):
+                raise TypeError(
+                    "task='graph' reads a sequence of graphs (networkx graphs, PyG Data, dicts or SMILES), "
+                    f"got {type(X).__name__}."
+                )
+            read = read_task_sets([TaskSet(X, "graph")], node_attr=self.node_attr, node_text=self.node_text)
+            if reset:
+                self.graph_ = None
+                self._setup_text_encoder(texts_of(read) + self._class_text_list())
+            task_graph = build_task_graph(read, self.text_encoder_)
+            if not reset and task_graph.x.shape[1] != self.model_.feature_dim:
+                raise ValueError(f"The graphs have {task_graph.x.shape[1]}-d node features; the classifier was "
+                                 f"fitted on {self.model_.feature_dim}-d ones.")
+            return task_graph
+        if self.graph is None:
+            if self.task == "edge":
+                raise ValueError("task='edge' needs graph=: X holds node pairs of that graph.")
+            one_d = (isinstance(X, np.ndarray) and X.ndim == 1) or (
+                isinstance(X, (list, tuple)) and len(X) > 0 and np.isscalar(X[0]) and not isinstance(X[0], str))
+            if one_d:
+                raise ValueError(
+                    "X is 1-D. Node ids need graph= (the graph they index); with graph=None, X is a 2-D "
+                    "feature matrix whose rows are nodes. Reshape your data with X.reshape(-1, 1) if it holds "
+                    "a single feature."
+                )
+            if is_graph_collection(X):
+                raise TypeError("X is a sequence of graphs: pass task='graph' to classify whole graphs.")
+            if reset:
+                self.graph_ = None
+                self._setup_text_encoder(self._class_text_list())
+                return self._fit_rows(X)
+            if not hasattr(self, "n_features_in_"):
+                raise ValueError("The classifier was fitted with graph=; X must hold node ids or pairs.")
+            return self._rows(X)
+        if reset:
+            self.__dict__.pop("n_features_in_", None)
+            read = read_task_sets([TaskSet(self.graph, "node")], node_attr=self.node_attr,
+                                  node_text=self.node_text)
+            self._setup_text_encoder(texts_of(read) + self._class_text_list())
+            self.graph_ = build_task_graph(read, self.text_encoder_)
+        elif self.graph_ is None:
+            raise ValueError("The classifier was fitted without graph=; pass what it was fitted on.")
+        return self.graph_.for_tasks(self.task, X)
+
+    def _labels(self, y, n_tasks):
+        """Set ``classes_`` and return ``y`` as class positions (``None`` in zero-shot without ``y``).
+
+        In zero-shot the classes are those of the class embeddings (a dict's
+        sorted keys, or the row positions of an array) and ``y``, when
+        given, must name some of them.
+        """
+        if self.mode == "zero_shot":
+            source = self.class_embeddings if self.class_embeddings is not None else self.class_texts
+            self.classes_ = np.array(sorted(source)) if isinstance(source, dict) else np.arange(len(source))
+            if y is None:
+                return None
+        elif y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        y = column_or_1d(y, warn=True)
+        if len(y) != n_tasks:
+            raise ValueError(f"X has {n_tasks} examples but y has {len(y)} labels.")
+        check_no_missing_labels(y)
+        check_classification_targets(y)
+        if self.mode != "zero_shot":
+            encoder = LabelEncoder().fit(y)
+            self.classes_ = encoder.classes_
+            return encoder.transform(y)
+        unknown = np.setdiff1d(y, self.classes_)
+        if len(unknown):
+            raise ValueError(f"y holds labels {unknown[:5].tolist()} that have no class embedding; the zero-shot "
+                             f"classes are {self.classes_[:10].tolist()}.")
+        return np.searchsorted(self.classes_, y)
+
+    def _class_vectors(self):
+        """``(n_classes, d)`` class embeddings in the order of ``classes_``, or ``None`` when none are given."""
+        if self.class_embeddings is not None:
+            source = self.class_embeddings
+            if isinstance(source, dict):
+                missing = [c for c in self.classes_ if c not in source]
+                if missing:
+                    raise ValueError(f"class_embeddings has no vector for classes {missing[:5]}.")
+                vectors = np.stack([np.asarray(source[c], dtype=np.float64) for c in self.classes_])
+            else:
+                vectors = np.asarray(source, dtype=np.float64)
+                if vectors.ndim != 2 or len(vectors) != len(self.classes_):
+                    raise ValueError(
+                        f"class_embeddings has shape {vectors.shape}; expected ({len(self.classes_)}, d), one "
+                        "row per class in the order of classes_ (or pass a dict {label: vector})."
+                    )
+            if not np.isfinite(vectors).all():
+                raise ValueError("class_embeddings contains NaN or infinite values.")
+        elif self.class_texts is not None:
+            texts = self.class_texts
+            if isinstance(texts, dict):
+                missing = [c for c in self.classes_ if c not in texts]
+                if missing:
+                    raise ValueError(f"class_texts has no text for classes {missing[:5]}.")
+                texts = [texts[c] for c in self.classes_]
+            elif len(texts) != len(self.classes_):
+                raise ValueError(f"class_texts has {len(texts)} texts for {len(self.classes_)} classes.")
+            if self.text_encoder_ is None:
+                raise ValueError("class_texts need a text_encoder to embed them.")
+            vectors = np.asarray(self.text_encoder_.encode(list(texts)), dtype=np.float64)
+        else:
+            return None
+        if vectors.shape[1] != self.model_.hidden_dim:
+            raise ValueError(
+                f"The class embeddings are {vectors.shape[1]}-d but the task-tree embeddings are "
+                f"{self.model_.hidden_dim}-d; zero-shot prediction and specialize compare the two. Pass "
+                "hidden_dim=None (the node features' width, when the class embeddings share their space) or "
+                "a pretrained backbone of that width."
+            )
+        return torch.as_tensor(vectors, dtype=getattr(torch, self.dtype))
+
+    # ------------------------------------------------------------ fitting
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit on the labelled examples ``X``, ``y`` (see ``mode``).
+
+        Parameters
+        ----------
+        X : array-like or sequence of graphs
+            Node ids or node pairs of ``graph``, graphs (``task="graph"``),
+            or a feature matrix (``graph=None``).
+        y : array-like of shape (n_samples,) or None
+            Labels of any type. In ``"zero_shot"`` the classes are those of
+            ``class_embeddings`` or ``class_texts`` (a dict's sorted keys, or
+            row positions) and ``y`` is optional: when given it must name
+            some of them (``specialize`` trains on it).
+
+        Returns
+        -------
+        self
+        """
+        if self.mode == "zero_shot" and self.class_embeddings is None and self.class_texts is None:
+            raise ValueError("mode='zero_shot' needs class_embeddings or class_texts for the prototypes.")
+        if self.specialize and self.class_embeddings is None and self.class_texts is None:
+            raise ValueError("specialize=True regresses onto class embeddings: pass class_embeddings or "
+                             "class_texts.")
+        self._load_pretrained()
+        task_graph = self._read(X, reset=True)
+        labels = self._labels(y, task_graph.n_tasks)
+        self.model_ = self._setup_model(task_graph.x)
+        vectors = self._class_vectors()
+        self.history_, self.head_, self.prototypes_ = {}, None, None
+        tasks = {"tasks": torch.arange(task_graph.n_tasks)}
+        if self.specialize and labels is not None:
+            self.model_ = self._specialize(task_graph, tasks, vectors[torch.as_tensor(labels)])
+        if self.mode == "finetune":
+            self._finetune(task_graph, tasks, labels)
+        elif self.mode == "in_context":
+            embeddings = self._embed(task_graph)
+            self.prototypes_ = class_prototypes(embeddings, labels, len(self.classes_)).numpy()
+        else:
+            self.prototypes_ = vectors.numpy()
+        self.model_.eval()
+        return self
+
+    def _specialize(self, task_graph, tasks, targets):
+        net = TaskTreeNet(self.model_, task_graph, self._fanout())
+        net, history = self._fit_module(net, tasks, targets, loss="mse", max_epochs=self.sft_epochs,
+                                        lr=self.sft_lr, validation_fraction=None, n_iter_no_change=None,
+                                        grad_clip=1.0)
+        self.history_["sft_loss"] = list(history.train_loss)
+        self.provenance_ = {**self.provenance_, "specialized": {"n_tasks": int(task_graph.n_tasks),
+                                                                "epochs": int(history.n_epochs)}}
+        return net.model
+
+    def _finetune(self, task_graph, tasks, labels):
+        seed = self._seed()
+        with seeded(seed):
+            head = torch.nn.Linear(self.model_.hidden_dim, len(self.classes_)).to(getattr(torch, self.dtype))
+        if self.freeze_backbone:
+            for name, parameter in self.model_.named_parameters():
+                parameter.requires_grad_(name.startswith("project."))
+        net = TaskTreeNet(self.model_, task_graph, self._fanout(), head=head)
+        net, history = self._fit_module(net, tasks, torch.as_tensor(labels), loss="cross_entropy",
+                                        grad_clip=1.0, stratify=True, seed=seed)
+        for parameter in net.model.parameters():
+            parameter.requires_grad_(True)
+        self.model_, self.head_ = net.model, net.head.eval()
+        self.history_.update(train_loss=list(history.train_loss), valid_loss=list(history.valid_loss))
+        self.n_iter_ = history.n_epochs
+
+    # ---------------------------------------------------------- prediction
+    def transform(self, X):
+        """Task-tree embeddings of ``X``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, hidden_dim)
+        """
+        check_is_fitted(self)
+        return self._embed(self._read(X, reset=False)).numpy()
+
+    def _class_logits(self, X):
+        check_is_fitted(self)
+        embeddings = self._embed(self._read(X, reset=False))
+        if self.head_ is not None:
+            with torch.inference_mode():
+                logits = self.head_.cpu()(embeddings)
+        else:
+            prototypes = torch.as_tensor(self.prototypes_, dtype=embeddings.dtype)
+            logits = prototype_logits(embeddings, prototypes) / self.temperature
+        return logits.double().numpy()
+
+    def decision_function(self, X):
+        """Class logits: the head's, or the prototype logits divided by ``temperature``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the second class's logit minus the first's.
+        """
+        return super().decision_function(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.random_state is None
+        tags.transformer_tags.preserves_dtype = [self.dtype]
+        return tags
