@@ -109,7 +109,7 @@ def test_discovery_finds_every_recipe_and_tour_row():
     from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
 
     recipes = all_pretrain_recipes()
-    assert set(recipes) == {"graphgpt", "pointcloud", "tabicl", "tiny-clip", "wearable"}
+    assert set(recipes) == {"git", "graphgpt", "pointcloud", "tabicl", "tiny-clip", "wearable"}
     assert cli.PRETRAIN_RECIPES == recipes
     for name, target in recipes.items():
         module_name, function = target.split(":")
@@ -117,11 +117,11 @@ def test_discovery_finds_every_recipe_and_tour_row():
         assert module.RECIPE_NAME == name and callable(getattr(module, function))
     modules = all_tour_modules()
     assert cli.TOUR_MODULES == modules
-    assert {"skicml.tabicl._tour", "skicml.wearable._tour", "skicml.graph._graphgpt._tour",
+    assert {"skicml.tabicl._tour", "skicml.wearable._tour", "skicml.graph._graphgpt._tour", "skicml.graph._git._tour",
             "skicml.clip._tour", "skicml.pointcloud._tour"} <= set(modules)
     methods = {e.method: e for m in modules for e in importlib.import_module(m).tour_entries()}
-    assert {"TabICLClassifier", "WearableEncoder", "GraphGPTRegressor", "WhitenedCLIPScorer",
-            "GAPromptClassifier"} <= set(methods)
+    assert {"TabICLClassifier", "WearableEncoder", "GraphGPTRegressor", "GITClassifier",
+            "WhitenedCLIPScorer", "GAPromptClassifier"} <= set(methods)
     assert methods["WhitenedCLIPScorer"].extra == "clip"
 
 

@@ -154,3 +154,27 @@ def test_a_class_without_support_has_a_zero_prototype():
 
     prototypes = class_prototypes(torch.randn(4, 3), torch.tensor([0, 0, 2, 2]), 3)
     assert (prototypes[1] == 0).all() and (prototypes[[0, 2]] != 0).any()
+
+
+def test_pretrain_recipe_exports_a_backbone_the_classifier_loads(tmp_path, capsys):
+    from skicml._weights import load_weights
+    from skicml.graph import GITClassifier
+    from skicml.datasets import make_graph_domains
+    from skicml.graph._git._pretrain import FEATURE_DIM, main
+
+    path = tmp_path / "git.pt"
+    main(["--sbm-domains", "1", "--molecules", "20", "--steps", "4", "--eval-every", "2", "--batch-size", "32",
+          "--hidden-dim", "16", "--threads", "1", "--checkpoint", str(tmp_path / "git.ckpt"), "--export", str(path),
+          "--quiet"])
+    out = capsys.readouterr().out
+    assert "step 2: 5-shot in-context accuracy" in out and "step 4:" in out
+    payload = load_weights(str(path))
+    assert payload["provenance"]["steps"] == 4 and "QM9" in payload["provenance"]["data"]
+    # The molecules' atom texts went through the TF-IDF encoder that ships in the file.
+    assert payload["config"]["text_encoder"] is not None and payload["config"]["feature_dim"] == FEATURE_DIM
+
+    domain = make_graph_domains(1, n_nodes=120, n_features=FEATURE_DIM, random_state=3)[0]
+    support = np.concatenate([np.flatnonzero(domain.target == c)[:3] for c in range(5)])
+    model = GITClassifier(pretrained=str(path), graph={"x": domain.x, "edge_index": domain.edge_index},
+                          mode="in_context", random_state=0, device="cpu").fit(support, domain.target[support])
+    assert model.model_.hidden_dim == 16 and model.predict(np.arange(120)).shape == (120,)

@@ -42,8 +42,8 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
     encoder pretrains on task sets drawn from several graphs with GIT's
     objective: two augmented views (feature columns masked, edges dropped),
     a stop-gradient predictor that reconstructs one view's embeddings from
-    the other's, and a distribution-alignment term that removes per-domain
-    offsets. The fitted encoder is the backbone of :class:`GITClassifier`
+    the other's, and optionally (``align_weight``) a distribution-alignment
+    term meant to remove per-domain offsets. The fitted encoder is the backbone of :class:`GITClassifier`
     (``pretrained=encoder``) or of a file written by :meth:`save`.
 
     Node features are numbers (a graph's ``x``) or texts that ``text_encoder``
@@ -71,8 +71,13 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
         Probability of masking each feature column in a view.
     edge_drop_p : float, default=0.2
         Probability of dropping each undirected edge in a view.
-    align_weight : float, default=10.0
-        Weight of the distribution-alignment term.
+    align_weight : float, default=0.0
+        Weight of the distribution-alignment term. The official weight is
+        10, with a learning rate of 1e-7 that barely moves the weights; at a
+        learning rate that trains, the term pulls every embedding toward the
+        batch mean and the representation collapses (in-context accuracy on
+        held-out domains fell from 0.41 to 0.27 over 6,000 steps at weight
+        10, while 0 held 0.76: the GIT user guide, "Pretraining").
     eta : float, default=1.0
         Exponent of the cosine reconstruction loss.
     predictor_dropout : float, default=0.5
@@ -147,7 +152,7 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
     }
 
     def __init__(self, pretrained=None, hidden_dim=128, num_layers=2, norm="batch", dropout=0.15,
-                 feature_mask_p=0.2, edge_drop_p=0.2, align_weight=10.0, eta=1.0, predictor_dropout=0.5,
+                 feature_mask_p=0.2, edge_drop_p=0.2, align_weight=0.0, eta=1.0, predictor_dropout=0.5,
                  text_encoder=None, text_dim=128, node_attr="x", node_text="text", fanout=10, n_neighbors=10,
                  max_epochs=20, batch_size=256, lr=1e-3, weight_decay=1e-8, dtype="float32", device="auto",
                  random_state=None, verbose=0):
