@@ -67,11 +67,15 @@ def test_a_moe_block_passes_its_aux_and_a_sample_does_not_depend_on_its_batch_in
     assert aux["mask"].shape == (4, 6, 4)
     block.eval()
     # Fresh tokens: on the training batch itself one score equals the threshold, and rounding decides it.
-    x, c = torch.randn(4, 6, 16), torch.randn(4, 16)
+    # Seeded, so that the test does not depend on what the global generator drew before it.
+    generator = torch.Generator().manual_seed(1)
+    x, c = torch.randn(4, 6, 16, generator=generator), torch.randn(4, 16, generator=generator)
     with torch.no_grad():
         together, _ = block(x, c)
         alone, _ = block(x[2:3], c[2:3])
-    torch.testing.assert_close(alone, together[2:3])
+    # Float32 matmuls of another batch size round differently (about 1e-5 here); a routing
+    # decision that depended on the batch would move outputs by their own size instead.
+    torch.testing.assert_close(alone, together[2:3], rtol=1e-5, atol=1e-4)
     assert final(together, c).shape == (4, 6, 12)
     assert torch.all(final(together, c) == 0)  # zero-initialised output layer
 
