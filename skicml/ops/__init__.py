@@ -31,6 +31,7 @@ from ._rbf_context import (
 )
 from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
+from ._vsv_steer import vsv_steer, vsv_steer_reference
 
 __all__ = [
     "chamfer_distance",
@@ -62,4 +63,6 @@ __all__ = [
     "ssd_scan_sequential",
     "three_nn_interpolate",
     "three_nn_interpolate_reference",
+    "vsv_steer",
+    "vsv_steer_reference",
 ]
