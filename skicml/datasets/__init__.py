@@ -8,6 +8,7 @@ The method families add their generators here (``make_shape_scenes``,
 from ._contexture import make_context_blobs, make_planted_spectrum
 from ._graph_domains import make_graph_domains
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
+from ._object_scenes import make_object_scenes, object_classes, object_partners
 from ._point_clouds import POINT_CLOUD_CLASSES, make_point_clouds
 from ._shapes import (
     CAPTION_PERTURBATIONS,
@@ -41,11 +42,14 @@ __all__ = [
     "make_graph_domains",
     "make_needle_embeddings",
     "make_needle_videos",
+    "make_object_scenes",
     "make_planted_spectrum",
     "make_point_clouds",
     "make_shape_scenes",
     "make_triangle_graphs",
     "make_wearable_cohort",
+    "object_classes",
+    "object_partners",
     "perturb_captions",
     "qm9_split",
     "wearable_variables",

@@ -1,0 +1,412 @@
+"""Grid scenes of many coloured objects with long, biased captions (VISTA).
+
+:func:`make_object_scenes` renders scenes of three to seven coloured shapes,
+each in its own cell of a grid, with long captions that walk through the
+objects in raster order, and an optional co-occurrence bias: every object
+class has a fixed *partner* class (:func:`object_partners`) that it pulls
+into the scene with a chosen probability. Training a small vision-language
+model on biased scenes and testing it on unbiased ones gives measurable
+object hallucination of the co-occurrence kind (VISTA spec, sections 5.2,
+5.3 and 9), scored with CHAIR over the classes of :func:`object_classes`.
+"""
+
+import numpy as np
+import pandas as pd
+from sklearn.utils import check_random_state
+
+from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _names, _shape_mask
+from ._validation import check_int, check_real
+
+__all__ = ["make_object_scenes", "object_classes", "object_partners"]
+
+_DEFAULT_SHAPES = ("circle", "square", "triangle", "cross")
+_DEFAULT_COLORS = tuple(SHAPE_COLORS)[:6]  # red, green, blue, yellow, purple, orange
+
+# Radius of each size as a share of the cell side (the shapes' extent is at
+# most 1.05 radius, the diamond's, so a shape never leaves its cell).
+_CELL_SIZES = {"small": 0.2, "large": 0.36}
+_EXTENT = 1.05
+_RADIUS_JITTER = 0.05  # radii vary by +-5 % around their size
+_MIN_CELL = 8  # pixels per cell side, at least
+
+# The absolute place of the caption's first object, by thirds of the image:
+# _LOCATIONS[row band][column band].
+_LOCATIONS = (
+    ("at the top left", "at the top", "at the top right"),
+    ("on the left", "in the middle", "on the right"),
+    ("at the bottom left", "at the bottom", "at the bottom right"),
+)
+
+
+def object_classes(shapes=None, colors=None):
+    """The object classes of :func:`make_object_scenes`: colour and shape word pairs.
+
+    Parameters
+    ----------
+    shapes : sequence of str or None, default=None
+        Shapes among :data:`~skicml.datasets.SHAPE_NAMES`; None is circle,
+        square, triangle and cross.
+    colors : sequence of str or None, default=None
+        Colours among :data:`~skicml.datasets.SHAPE_COLORS`; None is red,
+        green, blue, yellow, purple and orange.
+
+    Returns
+    -------
+    list of str
+        ``"<colour> <shape>"`` for every colour (outer loop) and shape (inner
+        loop), in the order given: the CHAIR vocabulary of the scenes.
+
+    Examples
+    --------
+    >>> from skicml.datasets import object_classes
+    >>> object_classes(shapes=["circle", "square"], colors=["red", "blue"])
+    ['red circle', 'red square', 'blue circle', 'blue square']
+    >>> len(object_classes())
+    24
+    """
+    shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
+    color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
+    return [f"{c} {s}" for c in color_names for s in shape_names]
+
+
+def _partner_index(n_classes, partner_seed):
+    """``partner[k]``: a random cyclic permutation of ``range(n_classes)``."""
+    order = np.random.RandomState(partner_seed).permutation(n_classes)
+    partner = np.empty(n_classes, dtype=np.int64)
+    partner[order] = np.roll(order, -1)
+    return partner
+
+
+def object_partners(partner_seed=0, shapes=None, colors=None):
+    """The fixed partner of every object class, which biased scenes pull in.
+
+    The partners are one random cycle through all the classes of
+    :func:`object_classes` (so no class is its own partner when there are
+    two or more, and the map is a permutation), seeded by ``partner_seed``
+    alone: scenes drawn with any ``random_state`` share them. A different
+    selection of shapes or colours gives a different map.
+
+    Parameters
+    ----------
+    partner_seed : int, default=0
+        Seed of the partner permutation (a non-negative integer).
+    shapes, colors : sequence of str or None, default=None
+        As in :func:`object_classes`.
+
+    Returns
+    -------
+    dict of str to str
+        Class name to its partner's name, in the order of
+        :func:`object_classes`.
+
+    See Also
+    --------
+    make_object_scenes : Scenes whose ``cooccurrence`` uses these partners.
+
+    Examples
+    --------
+    >>> from skicml.datasets import object_partners
+    >>> partners = object_partners()
+    >>> len(partners), sorted(partners.values()) == sorted(partners)
+    (24, True)
+    >>> any(k == v for k, v in partners.items())
+    False
+    """
+    seed = check_int(partner_seed, "partner_seed", 0)
+    names = object_classes(shapes, colors)
+    partner = _partner_index(len(names), seed)
+    return {name: names[partner[k]] for k, name in enumerate(names)}
+
+
+def _relations(grid):
+    """``table[dr, dc + grid - 1]``: the phrase placing an object at offset
+    (dr rows down, dc columns right) from the previous one, for the offsets
+    raster order allows (dr > 0, or dr == 0 and dc > 0)."""
+    table = np.full((grid, 2 * grid - 1), "", dtype=object)
+    for dr in range(grid):
+        for dc in range(-(grid - 1), grid):
+            if dr == 0 and dc <= 0:
+                continue
+            far_h = "far " if abs(dc) >= 2 else ""
+            side = "right" if dc > 0 else "left"
+            if dr == 0:
+                phrase = f"{far_h}to its right"
+            else:
+                phrase = ("far below it" if dr >= 2 else "below it")
+                if dc:
+                    phrase += f" {far_h}to the {side}"
+            table[dr, dc + grid - 1] = phrase
+    return table
+
+
+def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, max_objects=7,
+                       shapes=None, colors=None, sizes=None, cooccurrence=0.0, partner_seed=0,
+                       color_jitter=0.04, noise=0.02, return_masks=False, random_state=None):
+    """Grid scenes of coloured shapes with long raster-order captions and a co-occurrence bias.
+
+    Each scene is a dark background (random grey level, light pixel noise)
+    cut into ``grid`` x ``grid`` cells; ``min_objects`` to ``max_objects``
+    objects (uniform per scene) sit in distinct random cells, jittered inside
+    them, so they never overlap. An object's class is a colour and shape
+    pair ("red circle", see :func:`object_classes`); it also has a size
+    ("small" or "large": a radius of 0.2 or 0.36 cell side, +-5 %).
+
+    **Captions** walk through the objects in raster order (by cell: the top
+    row left to right, then the next row), so the order is fixed by the
+    image. The first object is placed absolutely, each later one relative
+    to the object before it, and the phrases are joined by ", "::
+
+        a large red circle at the top left, to its right a small blue cross,
+        below it to the left a large green triangle, far to its right a small
+        red square
+
+    The grammar, word for word:
+
+    - an object is ``<article> <size> <colour> <shape>`` ("a large red
+      circle"); the article is "a" for both sizes;
+    - the first object is followed by its place by thirds of the image:
+      "at the top left", "at the top", "at the top right", "on the left",
+      "in the middle", "on the right", "at the bottom left", "at the
+      bottom", "at the bottom right" (on a 3 x 3 grid, the cell itself);
+    - every later object is preceded by its offset (``dr`` rows down,
+      ``dc`` columns right) from the previous one: "to its right" (same
+      row, ``dc = 1``), "far to its right" (same row, ``dc >= 2``), else
+      "below it" (``dr = 1``) or "far below it" (``dr >= 2``), followed for
+      ``dc != 0`` by "to the left" / "to the right" (``|dc| = 1``) or "far
+      to the left" / "far to the right" (``|dc| >= 2``).
+
+    On grids up to 3 x 3 a caption therefore fixes every object's cell. The
+    vocabulary is the size, colour and shape words, 15 others (a, at, the,
+    top, bottom, left, right, middle, on, in, to, its, it, below, far) and
+    the comma: 27 words at the defaults. Captions have about 8 words per
+    object (commas not counted): 19 to 28 at 3 objects, 34 to 44 at 5, 52
+    to 58 at 7 on the default grid.
+
+    **Co-occurrence bias.** Every class has a fixed partner
+    (:func:`object_partners`, seeded by ``partner_seed`` only, so training
+    and test sets share it). Classes are drawn one object at a time until
+    the scene's object count is reached: a freely drawn class is uniform
+    over the classes, and with probability ``cooccurrence`` it pulls its
+    partner in as the next object (if the count allows; pulled objects pull
+    nothing). ``cooccurrence=0`` draws classes independently (the unbiased
+    test condition), ``0.8`` is the training condition of the VISTA probe.
+    The object count per scene does not depend on ``cooccurrence``; a class
+    may appear twice in a scene. Cells are assigned at random after the
+    classes are drawn, so partners are not neighbours in the caption.
+
+    Rendering is vectorised numpy over all objects at once (no drawing
+    library): thousands of 48 x 48 scenes per second.
+
+    Parameters
+    ----------
+    n_scenes : int, default=1000
+        Number of scenes.
+    image_size : int, default=48
+        Side of the square images in pixels; each cell needs at least 8
+        (``image_size >= 8 * grid``).
+    grid : int, default=3
+        Cells per side of the grid.
+    min_objects, max_objects : int, default=3, 7
+        Inclusive range of objects per scene, ``1 <= min_objects <=
+        max_objects <= grid ** 2``.
+    shapes : sequence of str or None, default=None
+        Shapes among :data:`~skicml.datasets.SHAPE_NAMES` (circle, square,
+        triangle, diamond, cross); None is circle, square, triangle and
+        cross.
+    colors : sequence of str or None, default=None
+        Colours among :data:`~skicml.datasets.SHAPE_COLORS`; None is red,
+        green, blue, yellow, purple and orange (24 classes with the default
+        shapes).
+    sizes : sequence of str or None, default=None
+        Sizes among "small" and "large"; None is both.
+    cooccurrence : float in [0, 1], default=0.0
+        Probability that a freely drawn object pulls its partner class into
+        the scene.
+    partner_seed : int, default=0
+        Seed of the partner map, independent of ``random_state``.
+    color_jitter : float in [0, 1], default=0.04
+        Standard deviation of per-object colour noise, as a share of 255.
+    noise : float in [0, 1], default=0.02
+        Standard deviation of per-pixel background noise, on the [0, 1] scale.
+    return_masks : bool, default=False
+        Also return each object's pixels (``max_objects * image_size ** 2``
+        bytes per scene: 16 kB at the defaults).
+    random_state : int, RandomState instance or None, default=None
+        Seeds everything but the partners; the same seed gives the same scenes.
+
+    Returns
+    -------
+    images : ndarray of shape (n_scenes, image_size, image_size, 3), dtype uint8
+        RGB images.
+    captions : ndarray of shape (n_scenes,), dtype object
+        One caption (str) per scene.
+    objects : pandas.DataFrame
+        One row per object, scenes in order and objects in caption order:
+        ``scene``, ``object`` (position in the caption, from 0), ``name``
+        (the class, "red circle"), ``shape``, ``color``, ``size``, ``row``
+        and ``col`` (the grid cell, from the top left), ``x`` and ``y``
+        (centre in pixels, ``y`` pointing down), ``radius`` (pixels) and
+        ``pulled`` (whether the object was pulled in as a partner).
+    masks : ndarray of shape (n_scenes, max_objects, image_size, image_size), dtype bool
+        Only with ``return_masks=True``: ``masks[i, j]`` holds the pixels of
+        object ``j`` (caption order) of scene ``i``; all False for the slots
+        past the scene's object count. Masks of a scene are disjoint.
+
+    See Also
+    --------
+    object_classes : The classes, the CHAIR vocabulary of these scenes.
+    object_partners : The partner map behind ``cooccurrence``.
+    make_shape_scenes : Up to four free-floating shapes with short captions.
+    skicml.vlm.chair : The CHAIR hallucination metric.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_object_scenes
+    >>> images, captions, objects = make_object_scenes(4, random_state=0)
+    >>> images.shape, images.dtype
+    ((4, 48, 48, 3), dtype('uint8'))
+    >>> captions[0].split(", ")[:2]
+    ['a large blue square at the top left', 'to its right a small purple triangle']
+    >>> list(objects.columns)[:6]
+    ['scene', 'object', 'name', 'shape', 'color', 'size']
+    >>> objects.loc[objects["scene"] == 0, "name"].tolist()[:2]
+    ['blue square', 'purple triangle']
+
+    Biased scenes and the pixels of each object:
+
+    >>> images, captions, objects, masks = make_object_scenes(
+    ...     2, cooccurrence=0.8, return_masks=True, random_state=0)
+    >>> masks.shape
+    (2, 7, 48, 48)
+    """
+    n = check_int(n_scenes, "n_scenes", 1)
+    g = check_int(grid, "grid", 1)
+    S = check_int(image_size, "image_size", 1)
+    if S < _MIN_CELL * g:
+        raise ValueError(
+            f"image_size={image_size} is too small for grid={grid}: each cell needs at least "
+            f"{_MIN_CELL} pixels, so image_size >= {_MIN_CELL * g}."
+        )
+    lo = check_int(min_objects, "min_objects", 1)
+    hi = check_int(max_objects, "max_objects", 1)
+    if lo > hi:
+        raise ValueError(f"min_objects={min_objects} is larger than max_objects={max_objects}.")
+    if hi > g * g:
+        raise ValueError(
+            f"grid={grid} has {g * g} cells, too few for max_objects={max_objects} "
+            "(one object per cell); use a larger grid or fewer objects."
+        )
+    shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
+    color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
+    size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
+    p_pull = check_real(cooccurrence, "cooccurrence", 0.0, 1.0)
+    seed = check_int(partner_seed, "partner_seed", 0)
+    color_jitter = check_real(color_jitter, "color_jitter", 0.0, 1.0)
+    noise = check_real(noise, "noise", 0.0, 1.0)
+    if not isinstance(return_masks, (bool, np.bool_)):
+        raise ValueError(f"return_masks must be True or False, got {return_masks!r}.")
+    rng = check_random_state(random_state)
+
+    n_shapes, n_classes = len(shape_names), len(shape_names) * len(color_names)
+    partner = _partner_index(n_classes, seed)
+
+    # Classes, slot by slot in drawing order: a free draw, or the partner of
+    # the free draw before it when that one pulled.
+    count = rng.randint(lo, hi + 1, size=n)
+    free = rng.randint(n_classes, size=(n, hi))
+    pulls = rng.uniform(size=(n, hi)) < p_pull
+    cls = np.empty((n, hi), dtype=np.int64)
+    pulled = np.zeros((n, hi), dtype=bool)
+    pending = np.zeros(n, dtype=bool)
+    for j in range(hi):
+        prev = cls[:, j - 1] if j else free[:, 0]
+        cls[:, j] = np.where(pending, partner[prev], free[:, j])
+        pulled[:, j] = pending
+        pending = ~pending & pulls[:, j]
+    size = rng.randint(len(size_names), size=(n, hi))
+    scale = rng.uniform(1 - _RADIUS_JITTER, 1 + _RADIUS_JITTER, size=(n, hi))
+    jitter = rng.uniform(size=(n, hi, 2))
+    rgb_noise = color_jitter * rng.standard_normal((n, hi, 3))
+
+    # Random distinct cells, then every array in raster (caption) order.
+    present = np.arange(hi)[None, :] < count[:, None]
+    cell = np.argsort(rng.uniform(size=(n, g * g)), axis=1)[:, :hi]
+    cell = np.where(present, cell, g * g)
+    order = np.argsort(cell, axis=1, kind="stable")
+    cell, cls, pulled, size, scale = (np.take_along_axis(a, order, axis=1) for a in (cell, cls, pulled, size, scale))
+    jitter, rgb_noise = (np.take_along_axis(a, order[..., None], axis=1) for a in (jitter, rgb_noise))
+    row, col = cell // g, cell % g
+
+    side = S / g
+    frac = np.array([_CELL_SIZES[s] for s in size_names])
+    r = frac[size] * side * scale
+    margin = _EXTENT * r + 0.5
+    span = np.maximum(side - 2 * margin, 0.0)
+    cx = col * side + margin + jitter[..., 0] * span
+    cy = row * side + margin + jitter[..., 1] * span
+
+    # Grey noisy background (rounded once, then copied to the three channels).
+    background = rng.uniform(0.0, 0.16, size=(n, 1, 1))
+    grey = background + noise * rng.standard_normal((n, S, S))
+    grey = np.clip(np.rint(grey * 255.0), 0, 255).astype(np.uint8)
+    images = np.repeat(grey[..., None], 3, axis=3)
+    palette = np.array([SHAPE_COLORS[c] for c in color_names], dtype=np.float64) / 255.0
+    color, shape = cls // n_shapes, cls % n_shapes
+    rgb = np.clip(np.rint((palette[color] + rgb_noise) * 255.0), 0, 255).astype(np.uint8)
+
+    # Rendering: one window around every present object, all objects at once.
+    scene_i, slot_j = np.nonzero(present)  # scene-major, caption order
+    m_cx, m_cy, m_r = cx[scene_i, slot_j], cy[scene_i, slot_j], r[scene_i, slot_j]
+    m_shape = shape[scene_i, slot_j]
+    half = int(np.ceil(_EXTENT * frac.max() * side * (1 + _RADIUS_JITTER))) + 1
+    offsets = np.arange(-half, half + 1)
+    ys = np.floor(m_cy).astype(np.int64)[:, None] + offsets  # (m, W)
+    xs = np.floor(m_cx).astype(np.int64)[:, None] + offsets
+    dy = (ys + 0.5 - m_cy[:, None])[:, :, None]
+    dx = (xs + 0.5 - m_cx[:, None])[:, None, :]
+    inside = ((ys >= 0) & (ys < S))[:, :, None] & ((xs >= 0) & (xs < S))[:, None, :]
+    window = np.zeros((scene_i.size, offsets.size, offsets.size), dtype=bool)
+    for s_index, s_name in enumerate(shape_names):
+        idx = np.nonzero(m_shape == s_index)[0]
+        if idx.size:
+            window[idx] = _shape_mask(s_name, dx[idx], dy[idx], m_r[idx, None, None])
+    window &= inside
+    k, wy, wx = np.nonzero(window)
+    py, px = ys[k, wy], xs[k, wx]
+    images[scene_i[k], py, px] = rgb[scene_i[k], slot_j[k]]
+
+    # Captions: "<a> <size> <colour> <shape>" phrases, placed and joined.
+    names = np.array(object_classes(shape_names, color_names), dtype=object)
+    m_size = size[scene_i, slot_j]
+    m_cls = cls[scene_i, slot_j]
+    described = np.array([f"{_article(s)} {s} " for s in size_names], dtype=object)[m_size] + names[m_cls]
+    m_row, m_col = row[scene_i, slot_j], col[scene_i, slot_j]
+    first = slot_j == 0
+    prev_row, prev_col = np.roll(m_row, 1), np.roll(m_col, 1)
+    relation = _relations(g)[np.where(first, 0, m_row - prev_row), np.where(first, g - 1, m_col - prev_col + g - 1)]
+    # thirds of the image by cell centre: floor(3 * (index + 0.5) / g)
+    location = np.array(_LOCATIONS, dtype=object)[(6 * m_row + 3) // (2 * g), (6 * m_col + 3) // (2 * g)]
+    phrases = np.where(first, described + " " + location, relation + " " + described)
+    bounds = np.cumsum(count)[:-1]
+    captions = np.empty(n, dtype=object)
+    captions[:] = [", ".join(p) for p in np.split(phrases, bounds)]
+
+    objects = pd.DataFrame({
+        "scene": scene_i,
+        "object": slot_j,
+        "name": names[m_cls].astype(str),
+        "shape": np.array(shape_names)[m_shape],
+        "color": np.array(color_names)[color[scene_i, slot_j]],
+        "size": np.array(size_names)[m_size],
+        "row": m_row,
+        "col": m_col,
+        "x": m_cx,
+        "y": m_cy,
+        "radius": m_r,
+        "pulled": pulled[scene_i, slot_j],
+    })
+    if not return_masks:
+        return images, captions, objects
+    masks = np.zeros((n, hi, S, S), dtype=bool)
+    masks[scene_i[k], slot_j[k], py, px] = True
+    return images, captions, objects, masks
