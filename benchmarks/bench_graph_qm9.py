@@ -59,9 +59,9 @@ def fit_rf(train, y_train, test, seed):
 
 
 class GINE(torch.nn.Module):
-    """5-layer GINE with summed per-column atom/bond embeddings and mean pooling."""
+    """5-layer GINE with summed per-column atom/bond embeddings and mean pooling; one output a target or class."""
 
-    def __init__(self, atom_cardinalities, bond_cardinalities, hidden=128, layers=5):
+    def __init__(self, atom_cardinalities, bond_cardinalities, hidden=128, layers=5, n_outputs=1):
         from torch_geometric.nn import GINEConv
 
         super().__init__()
@@ -75,7 +75,7 @@ class GINE(torch.nn.Module):
             for _ in range(layers)
         )
         self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(hidden) for _ in range(layers))
-        self.head = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+        self.head = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, n_outputs))
 
     def forward(self, data):
         from torch_geometric.nn import global_mean_pool
@@ -84,28 +84,35 @@ class GINE(torch.nn.Module):
         for conv, norm, bond in zip(self.convs, self.norms, self.bond):
             e = sum(embed(data.edge_attr[:, j]) for j, embed in enumerate(bond))
             h = h + torch.relu(norm(conv(h, data.edge_index, e)))
-        return self.head(global_mean_pool(h, data.batch)).squeeze(-1)
+        out = self.head(global_mean_pool(h, data.batch))
+        return out.squeeze(-1) if out.shape[-1] == 1 else out
+
+
+def to_pyg(graph, target=0.0):
+    """A molecule graph as a PyG ``Data`` with both edge directions and a target ``y``."""
+    from torch_geometric.data import Data
+
+    both = np.concatenate([graph.edge_index, graph.edge_index[::-1]], axis=1)
+    attr = np.concatenate([graph.edge_attr, graph.edge_attr]).astype(np.int64)
+    return Data(x=torch.as_tensor(graph.x, dtype=torch.long), edge_index=torch.as_tensor(both),
+                edge_attr=torch.as_tensor(attr).reshape(-1, 3), y=torch.tensor([target]), num_nodes=graph.num_nodes)
+
+
+def gine_for(graphs, n_outputs=1):
+    """A :class:`GINE` whose embedding tables cover every atom and bond value in ``graphs``."""
+    atom_card = [int(max(g.x[:, j].max() for g in graphs)) + 1 for j in range(9)]
+    bond_card = [int(max(g.edge_attr[:, j].max() for g in graphs if g.n_edges)) + 1 for j in range(3)]
+    return GINE(atom_card, bond_card, n_outputs=n_outputs)
 
 
 def fit_gine(train_graphs, y_train, test_graphs, seed, epochs):
-    from torch_geometric.data import Data
     from torch_geometric.loader import DataLoader
-
-    def to_data(graph, target=0.0):
-        both = np.concatenate([graph.edge_index, graph.edge_index[::-1]], axis=1)
-        attr = np.concatenate([graph.edge_attr, graph.edge_attr]).astype(np.int64)
-        return Data(x=torch.as_tensor(graph.x, dtype=torch.long), edge_index=torch.as_tensor(both),
-                    edge_attr=torch.as_tensor(attr).reshape(-1, 3), y=torch.tensor([target], dtype=torch.float32),
-                    num_nodes=graph.num_nodes)
 
     start = time.perf_counter()
     torch.manual_seed(seed)
     mean, scale = y_train.mean(), y_train.std()
-    train = [to_data(g, (t - mean) / scale) for g, t in zip(train_graphs, y_train)]
-    everything = train_graphs + test_graphs
-    atom_card = [int(max(g.x[:, j].max() for g in everything)) + 1 for j in range(9)]
-    bond_card = [int(max(g.edge_attr[:, j].max() for g in everything if g.n_edges)) + 1 for j in range(3)]
-    model = GINE(atom_card, bond_card)
+    train = [to_pyg(g, float((t - mean) / scale)) for g, t in zip(train_graphs, y_train)]
+    model = gine_for(train_graphs + test_graphs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
     loader = DataLoader(train, batch_size=64, shuffle=True)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, total_steps=epochs * len(loader))
@@ -121,7 +128,7 @@ def fit_gine(train_graphs, y_train, test_graphs, seed, epochs):
     start = time.perf_counter()
     model.eval()
     with torch.no_grad():
-        test = DataLoader([to_data(g) for g in test_graphs], batch_size=256)
+        test = DataLoader([to_pyg(g) for g in test_graphs], batch_size=256)
         predicted = torch.cat([model(batch) for batch in test]).numpy() * scale + mean
     return predicted, fit_seconds, time.perf_counter() - start
 
