@@ -109,7 +109,7 @@ def test_discovery_finds_every_recipe_and_tour_row():
     from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
 
     recipes = all_pretrain_recipes()
-    assert set(recipes) == {"git", "graphgpt", "pointcloud", "tabicl", "tiny-clip", "wearable"}
+    assert set(recipes) == {"git", "graphgpt", "pointcloud", "tabicl", "tiny-clip", "tiny-vlm", "wearable"}
     assert cli.PRETRAIN_RECIPES == recipes
     for name, target in recipes.items():
         module_name, function = target.split(":")
@@ -118,10 +118,10 @@ def test_discovery_finds_every_recipe_and_tour_row():
     modules = all_tour_modules()
     assert cli.TOUR_MODULES == modules
     assert {"skicml.tabicl._tour", "skicml.wearable._tour", "skicml.graph._graphgpt._tour", "skicml.graph._git._tour",
-            "skicml.clip._tour", "skicml.pointcloud._tour"} <= set(modules)
+            "skicml.clip._tour", "skicml.pointcloud._tour", "skicml.vlm._tour"} <= set(modules)
     methods = {e.method: e for m in modules for e in importlib.import_module(m).tour_entries()}
     assert {"TabICLClassifier", "WearableEncoder", "GraphGPTRegressor", "GITClassifier",
-            "WhitenedCLIPScorer", "GAPromptClassifier"} <= set(methods)
+            "WhitenedCLIPScorer", "GAPromptClassifier", "VISTASteerer"} <= set(methods)
     assert methods["WhitenedCLIPScorer"].extra == "clip"
 
 

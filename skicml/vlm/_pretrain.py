@@ -1,0 +1,178 @@
+"""``skicml pretrain tiny-vlm``: train the shipped TinyVLM on captioned object scenes.
+
+The recipe behind ``skicml/vlm/_weights/``::
+
+    skicml pretrain tiny-vlm --checkpoint run.pt --max-minutes 40   # resumable
+    skicml pretrain tiny-vlm --checkpoint run.pt --export tiny_vlm.pt
+
+The scenes (:func:`skicml.datasets.make_object_scenes`) carry the
+co-occurrence bias of the VISTA probe (each class pulls in its partner with
+probability 0.8), and a share of the batches is text-only, as in LLM
+pretraining: the model gets a language prior, and VISTA's negative context
+(the prompt without the image) is something it has seen. Progress is judged
+the way VISTA is: CHAIR of greedy captions on unbiased held-out scenes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .._weights import recipe_command
+from ..datasets import make_object_scenes, object_classes
+from ..utils.training import pretrain
+from ._backbone import as_backbone
+from ._chair import chair
+from ._generate import generate
+from ._model import TinyVLM
+from ._pretrained import save_tiny_vlm
+from ._text import DEFAULT_PROMPT, WordTokenizer, scene_vocabulary
+
+__all__ = ["main"]
+
+#: ``skicml pretrain tiny-vlm`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "tiny-vlm"
+
+
+class CaptionBatches:
+    """Random batches of (image, prompt + caption) sequences; a share of them without images."""
+
+    def __init__(self, images, captions, tokenizer, prompt, batch_size, text_only_fraction, seed):
+        prefix = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
+        rows = [prefix + tokenizer.encode(c) + [tokenizer.eos_token_id] for c in captions]
+        width = max(map(len, rows))
+        self.ids = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, row in enumerate(rows):
+            self.ids[i, : len(row)] = torch.as_tensor(row)
+        self.lengths = torch.as_tensor([len(r) for r in rows])
+        self.prefix = len(prefix)
+        self.images = torch.as_tensor(images)
+        self.batch_size, self.text_only_fraction = batch_size, text_only_fraction
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step = 0
+
+    def sample(self):
+        self.step += 1
+        index = torch.randint(len(self.ids), (self.batch_size,), generator=self.generator)
+        width = int(self.lengths[index].max())
+        ids = self.ids[index, :width]
+        positions = torch.arange(width)
+        batch = {"ids": ids, "mask": positions < self.lengths[index, None],
+                 "target": (positions >= self.prefix) & (positions < self.lengths[index, None])}
+        if torch.rand((), generator=self.generator) >= self.text_only_fraction:
+            batch["images"] = self.images[index].float() / 255.0
+        return batch
+
+    def state_dict(self):
+        return {"step": self.step, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state):
+        self.step = int(state["step"])
+        self.generator.set_state(state["generator"])
+
+
+def caption_loss(model, batch):
+    """Cross-entropy of the caption words and the end token, given the image (if any) and the prompt."""
+    ids = batch["ids"]
+    hidden, _ = model(ids[:, :-1], images=batch.get("images"), token_mask=batch["mask"][:, :-1])
+    hidden = hidden[:, -(ids.shape[1] - 1):]  # the text positions, past the image tokens
+    target = batch["target"][:, 1:]
+    return F.cross_entropy(model.lm_head(hidden[target]), ids[:, 1:][target])
+
+
+def caption_report(model, n_scenes=300, max_new_tokens=80, prompt=DEFAULT_PROMPT, seed=777, cooccurrence=0.0):
+    """CHAIR of greedy captions on fresh scenes (unbiased by default)."""
+    images, _, objects = make_object_scenes(n_scenes, cooccurrence=cooccurrence, random_state=seed)
+    truth = objects.groupby("scene")["name"].apply(set).reindex(range(n_scenes)).tolist()
+    backbone = as_backbone(model)
+    captions = []
+    with torch.inference_mode():
+        for start in range(0, n_scenes, 100):
+            inputs = backbone.build_inputs(images[start:start + 100], prompt)
+            captions += [backbone.decode(ids) for ids in generate(backbone, inputs, max_new_tokens=max_new_tokens)]
+    return chair(captions, truth, object_classes())
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="skicml pretrain tiny-vlm", description=__doc__.splitlines()[0])
+    parser.add_argument("--scenes", type=int, default=20000, help="training scenes")
+    parser.add_argument("--cooccurrence", type=float, default=0.8, help="partner pull probability in training")
+    parser.add_argument("--text-only-fraction", type=float, default=0.2)
+    parser.add_argument("--hidden-size", type=int, default=96)
+    parser.add_argument("--num-layers", type=int, default=6)
+    parser.add_argument("--head-dim", type=int, default=32)
+    parser.add_argument("--patch-size", type=int, default=16, help="16: one image token a grid cell")
+    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--batch-size", type=int, default=48)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--eval-scenes", type=int, default=300)
+    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
+    parser.add_argument("--export", default=None, help="write the shippable model file here")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = WordTokenizer(scene_vocabulary())
+    images, captions, _ = make_object_scenes(args.scenes, cooccurrence=args.cooccurrence, random_state=args.seed + 1)
+    source = CaptionBatches(images, captions, tokenizer, DEFAULT_PROMPT, args.batch_size, args.text_only_fraction,
+                            args.seed)
+    torch.manual_seed(args.seed)
+    model = TinyVLM(tokenizer.vocabulary, hidden_size=args.hidden_size, num_layers=args.num_layers,
+                    head_dim=args.head_dim, patch_size=args.patch_size)
+
+    def evaluate(module, step):
+        report = caption_report(module, args.eval_scenes)
+        return {k: float(report[k]) for k in ("chair_s", "chair_i", "recall", "f1")}
+
+    history = pretrain(
+        model, source, caption_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
+        warmup_fraction=0.05, grad_clip=1.0, device="cpu", checkpoint_path=args.checkpoint,
+        checkpoint_every=250, callback=evaluate, callback_every=args.eval_every,
+        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
+        verbose=0 if args.quiet else 1, desc="tiny-vlm",
+    )
+    for metrics in history["metrics"]:
+        print(f"step {metrics['step']}: " + ", ".join(f"{k} {metrics[k]:.3f}" for k in ("chair_s", "chair_i",
+                                                                                         "recall", "f1")), flush=True)
+    if history["step"] < args.steps:
+        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
+        return 0
+    if args.export:
+        model.eval()
+        unbiased = caption_report(model, 500, seed=4242)
+        biased = caption_report(model, 500, seed=4243, cooccurrence=args.cooccurrence)
+        provenance = {
+            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
+            "data": (f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
+                     f"cooccurrence={args.cooccurrence}), {args.text_only_fraction:.0%} of batches text-only"),
+            "prompt": DEFAULT_PROMPT,
+            "steps": history["step"],
+            "batch_size": args.batch_size,
+            "seed": args.seed,
+            "final_loss": round(float(np.mean(history["loss"][-100:])), 4),
+            "chair_unbiased_500": {k: round(float(v), 4) for k, v in unbiased.items()},
+            "chair_biased_500": {k: round(float(v), 4) for k, v in biased.items()},
+            "train_minutes": round(history["seconds"] / 60, 1),
+            "threads": torch.get_num_threads(),
+            "torch": str(torch.__version__),
+        }
+        digest = save_tiny_vlm(args.export, model, provenance)
+        print(f"unbiased CHAIR {unbiased}\nbiased CHAIR {biased}\nwrote {args.export} (sha256 {digest})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
