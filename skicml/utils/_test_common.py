@@ -88,6 +88,12 @@ TEST_PARAMS = {
                                validation_fraction=None, dtype="float64", random_state=0, device="cpu"),
     "RaceDiTGenerator": dict(hidden_dim=8, depth=1, n_heads=2, n_experts=2, top_k=1.0, n_timesteps=10,
                              max_epochs=2, batch_size=64, random_state=0, device="cpu"),
+    # A random three-layer TinyVLM (written to a file in construct_instance):
+    # rows of the checks' feature matrices are read as grey strips, resized
+    # to its 48 x 48 images.
+    "VisualSteeringVector": dict(backbone="tiny_vlm_test", batch_size=16),
+    "VISTASteerer": dict(backbone="tiny_vlm_test", sla_window=1, max_new_tokens=4, batch_size=16,
+                         random_state=0),
     "PointMAEPretrainer": dict(trans_dim=8, depth=1, num_heads=2, n_points=16, n_groups=4, group_size=4,
                                decoder_depth=1, decoder_heads=2, normalize=False, augment=None, max_epochs=1,
                                batch_size=16, dtype="float64", random_state=0, device="cpu"),
@@ -152,6 +158,25 @@ def _pointmae_test_file():
     return path
 
 
+def _tiny_vlm_test_file():
+    """A random three-layer TinyVLM over the scene vocabulary in a file, written once per process.
+
+    A file for the reason of :func:`_pointmae_test_file`.
+    """
+    import os
+    import tempfile
+
+    from skicml.base import seeded
+    from skicml.vlm import TinyVLM, save_tiny_vlm, scene_vocabulary
+
+    path = os.path.join(tempfile.gettempdir(), f"skicml-tiny-vlm-test-{os.getpid()}.pt")
+    if not os.path.exists(path):
+        with seeded(0):
+            model = TinyVLM(scene_vocabulary(), hidden_size=16, num_layers=3, head_dim=8)
+        save_tiny_vlm(path, model, {"weights": "random, for the common tests"}, dtype=None)
+    return path
+
+
 def construct_instance(cls):
     """An instance of ``cls`` with its test-time parameters."""
     params = dict(TEST_PARAMS.get(cls.__name__, {}))
@@ -165,6 +190,8 @@ def construct_instance(cls):
         params["embedder"] = CLIPEmbedder(**TEST_PARAMS["CLIPEmbedder"])
     if params.get("pretrained") == "pointmae_test":
         params["pretrained"] = _pointmae_test_file()
+    if params.get("backbone") == "tiny_vlm_test":
+        params["backbone"] = _tiny_vlm_test_file()
     if "contexts" in params:
         params["contexts"] = [_test_context(name) for name in params["contexts"]]
     return cls(**params)

@@ -1,0 +1,8 @@
+"""VISTA (Li et al., ICML 2025): visual steering against hallucination in causal VLMs.
+
+Re-exported by :mod:`skicml.vlm`; import from there.
+"""
+
+from ._steerer import VISTASteerer, VisualSteeringVector
+
+__all__ = ["VISTASteerer", "VisualSteeringVector"]
