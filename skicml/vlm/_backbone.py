@@ -217,8 +217,53 @@ class CallableAdapter:
         return self._reorder(state, index)
 
 
+# What a tokenizer may return that LLaVA-style forwards do not read.
+_UNREAD_INPUTS = ("token_type_ids", "mm_token_type_ids")
+
+
+def _without_placeholder(prompt, placeholder):
+    """``prompt`` with ``placeholder`` cut out, and the whitespace that separated it from the text.
+
+    ``"USER: <image>\\nQ"`` becomes ``"USER: Q"`` (the official code's null
+    prompt, the template without the image), ``"Q <image>"`` becomes ``"Q"``.
+    """
+    import re
+
+    token = re.escape(placeholder)
+    return re.sub(token + r"\s*", "", re.sub(r"\s*" + token + r"\s*$", "", prompt))
+
+
+def _reorder_cache(cache, index):
+    """A Hugging Face KV cache with its batch rows taken at ``index``; ``cache`` itself is left as it was.
+
+    A :class:`transformers.DynamicCache` (what the 4.5x models return) is
+    copied layer by layer and reordered with its own ``reorder_cache``; the
+    legacy tuple-of-(key, value) format is indexed directly.
+    """
+    if isinstance(cache, (tuple, list)):
+        return tuple(tuple(t.index_select(0, index.to(t.device)) for t in layer) for layer in cache)
+    if not hasattr(cache, "reorder_cache"):
+        raise TypeError(f"cannot reorder a {type(cache).__name__} for beam search: it has no reorder_cache.")
+    if isinstance(getattr(cache, "layers", None), list):
+        import copy
+
+        # reorder_cache rebinds each layer's tensors: shallow copies keep the given cache intact.
+        original, cache = cache, copy.copy(cache)
+        cache.layers = [copy.copy(layer) for layer in original.layers]
+    cache.reorder_cache(index)
+    return cache
+
+
 class HFLlavaAdapter:
     """A Hugging Face LLaVA-style model (``LlavaForConditionalGeneration`` and relatives) as a backbone.
+
+    The model is run through its base model (``model.model``, the vision
+    tower, projector and language model, transformers >= 4.52), whose last
+    hidden state is already final-normed; the LM head is applied by the
+    decoding loop. Rows are left-padded: positions count only the real
+    tokens of a row and padding is masked, as ``model.generate`` does, so a
+    row decodes the same alone or in a batch. The KV cache is the model's
+    own (a ``DynamicCache``); beam search reorders a copy of it.
 
     Parameters
     ----------
@@ -230,7 +275,8 @@ class HFLlavaAdapter:
     image_token : str or None, default=None
         The placeholder of the image in prompts; by default the processor's
         ``image_token``. Prompts must contain it: the negative context is
-        the same prompt with it cut out.
+        the same prompt with it cut out (with the whitespace after it), the
+        text alone tokenised and no pixels.
 
     Examples
     --------
@@ -244,15 +290,45 @@ class HFLlavaAdapter:
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.tokenizer.padding_side = "left"
-        self.image_token = image_token or getattr(processor, "image_token", "<image>")
+        self.image_token = image_token or getattr(processor, "image_token", None) or "<image>"
+        self._check_image_token(model, processor, image_token)
+        self.core = self._core_model(model)
         language = self._language_model(model)
         self.language_model = language
         self.layers = language.layers if hasattr(language, "layers") else longest_module_list(model)
         self.final_norm = language.norm
         self.lm_head = model.lm_head if hasattr(model, "lm_head") else model.get_output_embeddings()
         self.hidden_size = int(self.lm_head.weight.shape[1])
-        eos = getattr(model.generation_config, "eos_token_id", None) or self.tokenizer.eos_token_id
-        self.eos_token_id = int(eos[0] if isinstance(eos, (list, tuple)) else eos)
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        if isinstance(eos, (list, tuple)):
+            eos = eos[0] if eos else None
+        if eos is None:
+            raise ValueError("found no end token: neither model.generation_config.eos_token_id nor the "
+                             "tokenizer's eos_token_id is set.")
+        self.eos_token_id = int(eos)
+
+    @staticmethod
+    def _check_image_token(model, processor, image_token):
+        if image_token is not None:
+            return
+        given = getattr(processor, "image_token_id", None)
+        config = getattr(model, "config", None)
+        expected = getattr(config, "image_token_id", None)
+        if expected is None:
+            expected = getattr(config, "image_token_index", None)
+        if isinstance(given, int) and isinstance(expected, int) and given != expected:
+            raise ValueError(f"the processor's image token {processor.image_token!r} has id {given}, but the "
+                             f"model's config.image_token_id is {expected}: they must be the same token.")
+
+    @staticmethod
+    def _core_model(model):
+        core = getattr(model, "model", None)
+        if core is None or not hasattr(core, "language_model"):
+            raise ValueError(f"{type(model).__name__} has no model.model.language_model: HFLlavaAdapter "
+                             "needs the transformers >= 4.52 layout of LLaVA-style models; use CallableAdapter.")
+        return core
 
     @staticmethod
     def _language_model(model):
@@ -269,7 +345,17 @@ class HFLlavaAdapter:
 
     @property
     def device(self):
-        return self.lm_head.weight.device
+        return self.model.get_input_embeddings().weight.device
+
+    def _to_model(self, batch):
+        dtype = self.lm_head.weight.dtype
+        moved = {}
+        for key, value in batch.items():
+            if key in _UNREAD_INPUTS:
+                continue
+            value = torch.as_tensor(value).to(self.device)
+            moved[key] = value.to(dtype) if value.is_floating_point() else value
+        return moved
 
     def build_inputs(self, images, prompts, with_image=True):
         prompts = _prompt_list(prompts, len(images))
@@ -283,18 +369,20 @@ class HFLlavaAdapter:
             pictures = [pil_from_array(np.asarray(image)) for image in images]
             batch = self.processor(images=pictures, text=prompts, padding=True, return_tensors="pt")
         else:
-            texts = [p.replace(self.image_token, "").replace("  ", " ") for p in prompts]
+            texts = [_without_placeholder(p, self.image_token) for p in prompts]
             batch = self.tokenizer(texts, padding=True, return_tensors="pt")
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return self._to_model(batch)
 
     def _run(self, inputs, state):
         mask = inputs["attention_mask"]
+        # Left padding: a row's positions count its real tokens only (padding is masked anyway).
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         if state is not None:
             positions = state["next_position"][:, None] + positions
             mask = torch.cat([state["attention_mask"], mask], dim=1)
-        out = self.model.model(**{**inputs, "attention_mask": mask}, position_ids=positions,
-                               past_key_values=None if state is None else state["cache"], use_cache=True)
+        out = self.core(**{**inputs, "attention_mask": mask}, position_ids=positions,
+                        past_key_values=None if state is None else state["cache"], use_cache=True,
+                        return_dict=True)
         state = {"cache": out.past_key_values, "attention_mask": mask, "next_position": positions[:, -1] + 1}
         return out.last_hidden_state[:, -1], state
 
@@ -302,13 +390,13 @@ class HFLlavaAdapter:
         return self._run(dict(inputs), None)
 
     def step(self, token_ids, state):
+        token_ids = token_ids.to(state["attention_mask"].device)
         ones = torch.ones(len(token_ids), 1, dtype=state["attention_mask"].dtype, device=token_ids.device)
         return self._run({"input_ids": token_ids[:, None], "attention_mask": ones}, state)
 
     def reorder(self, state, index):
-        cache = state["cache"]
-        cache.reorder_cache(index)
-        return {"cache": cache, "attention_mask": state["attention_mask"][index],
+        index = torch.as_tensor(index, dtype=torch.long, device=state["attention_mask"].device)
+        return {"cache": _reorder_cache(state["cache"], index), "attention_mask": state["attention_mask"][index],
                 "next_position": state["next_position"][index]}
 
     def decode(self, token_ids):
