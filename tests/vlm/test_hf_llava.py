@@ -190,6 +190,35 @@ def test_greedy_decoding_equals_hf_generate_with_left_padding(llava, adapter, im
     assert max(map(len, got)) == 8  # at least one row runs the full budget
 
 
+def test_positions_count_the_real_tokens_of_each_row_as_hf_generate_does(llava, adapter, images):
+    # RoPE attention sees relative positions only, so a wrong offset would not change the tokens: check them.
+    model, processor = llava
+    language = model.model.language_model
+    seen = []
+
+    def record(module, args, kwargs):
+        seen.append((kwargs["position_ids"].clone(), kwargs["attention_mask"].clone()))
+
+    handle = language.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        ours(adapter, images, PROMPTS)
+        mine, seen[:] = list(seen), []
+        hf_generate(model, processor, images, PROMPTS, do_sample=False)
+        theirs = list(seen)
+    finally:
+        handle.remove()
+    (first, mask), (second, _) = mine[0], mine[1]
+    real = mask.bool()
+    assert first[real].tolist() == [p for row in real for p in range(int(row.sum()))]
+    assert second[:, 0].tolist() == real.sum(1).tolist()
+    assert len(mine) == len(theirs)
+    for (position, mask), (expected, expected_mask) in zip(mine, theirs):
+        assert torch.equal(mask.bool(), expected_mask.bool())
+        if position.shape[1] == mask.shape[1]:  # the prefill: padded positions are the models' free choice
+            position, expected = position[mask.bool()], expected[mask.bool()]
+        assert torch.equal(position, expected)
+
+
 def test_beam_search_with_one_beam_is_greedy(adapter, images):
     assert ours(adapter, images, PROMPTS, decoding="beam", num_beams=1) == ours(adapter, images, PROMPTS)
 
