@@ -106,9 +106,12 @@ class _VLMInputMixin:
         for start in range(0, len(images), self.batch_size):
             yield images[start:start + self.batch_size], prompts[start:start + self.batch_size]
 
-    def _vectors(self, images, prompts, layers):
+    def _differences(self, images, prompts, layers):
+        """Steering vectors (n, len(layers), d) of all of ``images``, batch by batch, float32."""
         with torch.inference_mode():
-            return steering_vectors(self.backbone_, images, prompts, layers)
+            parts = [steering_vectors(self.backbone_, batch, these, layers).cpu().numpy()
+                     for batch, these in self._batches(images, prompts)]
+        return np.concatenate(parts).astype(np.float32)
 
     def _check_image_shape(self):
         if self.image_shape is not None and len(self.image_shape) not in (2, 3):
@@ -218,14 +221,9 @@ class VisualSteeringVector(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin
         images, prompts = self._read(X, reset=True)
         self.vector_ = None
         if self.mode == "fitted":
-            differences = self._differences(images, prompts)
+            differences = self._differences(images, prompts, self.layers_)
             self.vector_ = _fitted_vector(differences.reshape(len(differences), -1)).reshape(differences.shape[1:])
         return self
-
-    def _differences(self, images, prompts):
-        parts = [self._vectors(batch, these, self.layers_).cpu().numpy() for batch, these in
-                 self._batches(images, prompts)]
-        return np.concatenate(parts).astype(np.float32)
 
     def transform(self, X):
         """The steering vectors of ``X``: per sample, or the fitted one repeated.
@@ -243,7 +241,7 @@ class VisualSteeringVector(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin
         if self.mode == "fitted":
             vectors = np.broadcast_to(self.vector_, (len(images),) + self.vector_.shape).copy()
         else:
-            vectors = self._differences(images, prompts)
+            vectors = self._differences(images, prompts, self.layers_)
         return vectors.reshape(len(vectors), -1) if self.flatten else vectors
 
     def __sklearn_tags__(self):
@@ -436,8 +434,7 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
             return self
         images, prompts = self._read(X, reset=True)
         if self.vsv_mode == "fitted":
-            differences = np.concatenate([self._vectors(b, p, self.vsv_layers_).cpu().numpy()
-                                          for b, p in self._batches(images, prompts)])
+            differences = self._differences(images, prompts, self.vsv_layers_)
             flat = _fitted_vector(differences.reshape(len(differences), -1))
             self.vector_ = flat.reshape(differences.shape[1:]).astype(np.float32)
         return self
@@ -522,8 +519,7 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
         """
         check_is_fitted(self, "backbone_")
         images, prompts = self._read(X, reset=False)
-        parts = [self._vectors(b, p, self.vsv_layers_).cpu().numpy() for b, p in self._batches(images, prompts)]
-        vectors = np.concatenate(parts).astype(np.float32)
+        vectors = self._differences(images, prompts, self.vsv_layers_)
         return vectors.reshape(len(vectors), -1)
 
     # ------------------------------------------------------------------
