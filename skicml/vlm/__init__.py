@@ -13,12 +13,13 @@ from ._generate import generate
 from ._model import TinyVLM
 from ._pretrained import load_tiny_vlm, save_tiny_vlm
 from ._text import scene_vocabulary
-from ._vista import VISTASteerer, VisualSteeringVector
+from ._vista import VISTA_PRESETS, VISTASteerer, VisualSteeringVector
 
 __all__ = [
     "CallableAdapter",
     "HFLlavaAdapter",
     "TinyVLM",
+    "VISTA_PRESETS",
     "VISTASteerer",
     "VisualSteeringVector",
     "as_backbone",

@@ -23,6 +23,9 @@ subclasses a particular model class):
     The state with its rows taken at ``index`` (beam search).
 ``decode(token_ids)``
     Text of generated token ids, stopping at the end token.
+``token_id(word)`` (optional)
+    The id of a word's first token; :meth:`VISTASteerer.token_rankings`
+    needs it to track words given as strings.
 
 :class:`TinyVLM` follows the protocol through :func:`as_backbone`;
 :class:`HFLlavaAdapter` wraps a Hugging Face LLaVA-style model and its
@@ -143,6 +146,12 @@ class _TinyVLMBackbone:
     def decode(self, token_ids):
         return self.tokenizer.decode(token_ids)
 
+    def token_id(self, word):
+        if word not in self.tokenizer.index:
+            raise ValueError(f"{word!r} is not a word of TinyVLM's vocabulary; it has "
+                             f"{len(self.tokenizer)} words, e.g. {self.tokenizer.vocabulary[4:10]}.")
+        return self.tokenizer.index[word]
+
 
 def check_backbone(backbone):
     """Raise a clear error naming the protocol members ``backbone`` lacks."""
@@ -192,10 +201,12 @@ class CallableAdapter:
         ``reorder(state, index) -> state``; needed by beam search only.
     mlp_of : callable or None, default=None
         ``mlp_of(layer) -> nn.Module``; by default the submodule named like an MLP.
+    token_id : callable or None, default=None
+        ``token_id(word) -> int``; needed to track words given as strings.
     """
 
     def __init__(self, *, layers, lm_head, final_norm, build_inputs, prefill, step, decode, eos_token_id,
-                 reorder=None, mlp_of=None):
+                 reorder=None, mlp_of=None, token_id=None):
         self.layers = list(layers)
         self.lm_head = lm_head
         self.final_norm = final_norm
@@ -206,6 +217,7 @@ class CallableAdapter:
         self.eos_token_id = int(eos_token_id)
         self._reorder = reorder
         self._mlp_of = mlp_of
+        self._token_id = token_id
         self.hidden_size = int(lm_head.weight.shape[1])
 
     def mlp_of(self, layer):
@@ -215,6 +227,11 @@ class CallableAdapter:
         if self._reorder is None:
             raise ValueError("this CallableAdapter has no reorder=; beam search needs one.")
         return self._reorder(state, index)
+
+    def token_id(self, word):
+        if self._token_id is None:
+            raise ValueError("this CallableAdapter has no token_id=; pass token ids, or build it with one.")
+        return int(self._token_id(word))
 
 
 # What a tokenizer may return that LLaVA-style forwards do not read.
@@ -404,3 +421,9 @@ class HFLlavaAdapter:
         if self.eos_token_id in ids:
             ids = ids[: ids.index(self.eos_token_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+
+    def token_id(self, word):
+        ids = self.tokenizer(word, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ValueError(f"the tokenizer turns {word!r} into no token.")
+        return int(ids[0])

@@ -15,7 +15,8 @@ from sklearn.model_selection import GridSearchCV
 
 from skicml.base import seeded
 from skicml.datasets import make_object_scenes
-from skicml.vlm import TinyVLM, VISTASteerer, VisualSteeringVector, as_backbone, scene_vocabulary
+from skicml.vlm import VISTA_PRESETS, TinyVLM, VISTASteerer, VisualSteeringVector, as_backbone, scene_vocabulary
+from skicml.vlm._vista._steerer import _loops
 from skicml.vlm._vista._steering import capture_last_states, self_logits, steering_vectors
 
 
@@ -177,6 +178,83 @@ def test_empty_captions_at_a_strong_strength_are_warned_about(model, scenes, mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         quiet.predict(images)
+
+
+def test_captions_that_run_on_in_a_loop_are_warned_about(model, scenes, monkeypatch):
+    images, _ = scenes
+    fitted = steerer(model, vsv_lambda=5.0).fit()
+    monkeypatch.setattr(fitted, "_generate_ids", lambda images, prompts: [[5, 6, 7] * 3 for _ in images])
+    with pytest.warns(UserWarning, match="run on to max_new_tokens in a loop"):
+        fitted.predict(images)
+    # As long, without a loop: a long caption is not a collapse.
+    monkeypatch.setattr(fitted, "_generate_ids", lambda images, prompts: [list(range(5, 13)) for _ in images])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted.predict(images)
+
+
+def test_loops_are_ngrams_repeated_three_times_in_a_row():
+    assert _loops([1, 1, 1])
+    assert _loops([9, 1, 2, 1, 2, 1, 2])
+    assert _loops([4, 3, 2, 1] * 3)
+    assert not _loops([1, 2, 1, 2, 3, 1, 2])
+    assert not _loops([1, 2, 3, 4, 5] * 2)
+
+
+def test_presets_are_valid_parameters():
+    assert VISTA_PRESETS["llava-1.5"] == {"vsv_lambda": 0.17, "sla_gamma": 0.3, "sla_layers": (25, 30)}
+    for preset in VISTA_PRESETS.values():
+        VISTASteerer(**preset)._validate_params()
+
+
+def test_the_last_layer_of_the_logit_lens_ranks_the_greedy_choice_first(model, scenes):
+    images, _ = scenes
+    plain = steerer(model, vsv=False, sla=False, max_new_tokens=6).fit()
+    vocabulary = list(range(len(model.vocabulary)))
+    ranks, generated = plain.token_rankings(images, vocabulary, return_tokens=True)
+    assert ranks.shape[:2] == (len(images), len(vocabulary)) and ranks.shape[3] == 4
+    ids = plain._generate_ids(*plain._read(images, reset=False))
+    for i, row in enumerate(ids):
+        assert [plain.backbone_.decode([t]) for t in row] == generated[i]
+        np.testing.assert_array_equal(ranks[i, row, np.arange(len(row)), -1], 1)
+        assert np.isnan(ranks[i, :, len(row):]).all()
+        # Every layer's ranks are a permutation of 1..V up to ties.
+        assert np.all(np.sort(ranks[i, :, 0], axis=0)[0] == 1)
+    assert n_hooks(model) == 0
+
+
+def test_the_first_step_ranks_are_the_prompts_logit_lens(model, scenes):
+    images, _ = scenes
+    fitted = steerer(model, vsv=False, sla=False, max_new_tokens=3).fit()
+    words = ["red", "circle", ","]
+    ranks = fitted.token_rankings(images[:2], words)
+    backbone = as_backbone(model)
+    ids = [backbone.token_id(w) for w in words]
+    with torch.no_grad(), capture_last_states(backbone, [0, 1, 2, 3]) as states:
+        backbone.prefill(backbone.build_inputs(images[:2], fitted.prompt, with_image=True))
+        logits = model.lm_head(model.norm(torch.stack([states[i] for i in range(4)], 1)))
+    expected = (logits[..., None, :] > logits[..., ids][..., None]).sum(-1) + 1
+    np.testing.assert_array_equal(ranks[:, :, 0], expected.transpose(1, 2).numpy())
+
+
+def test_token_rankings_see_the_steered_model(model, scenes):
+    images, _ = scenes
+    plain = steerer(model, vsv=False, sla=False).fit().token_rankings(images[:2], ["red"])
+    steered = steerer(model, vsv_lambda=2.0, sla=False).fit().token_rankings(images[:2], ["red"])
+    assert not np.array_equal(np.nan_to_num(plain[..., 1:, :]), np.nan_to_num(steered[..., 1:, :]))
+
+
+def test_token_rankings_bad_inputs_get_clear_errors(model, scenes):
+    images, _ = scenes
+    fitted = steerer(model).fit()
+    with pytest.raises(ValueError, match="not a word"):
+        fitted.token_rankings(images[:1], ["zebra"])
+    with pytest.raises(ValueError, match="tokens is empty"):
+        fitted.token_rankings(images[:1], [])
+    with pytest.raises(ValueError, match="token ids in 0"):
+        fitted.token_rankings(images[:1], [10_000])
+    with pytest.raises(ValueError, match="beam"):
+        steerer(model, decoding="beam").fit().token_rankings(images[:1], ["red"])
 
 
 def test_pickle_round_trip_keeps_the_captions(model, scenes):

@@ -3,6 +3,7 @@
 Re-exported by :mod:`skicml.vlm`; import from there.
 """
 
+from ._presets import VISTA_PRESETS
 from ._steerer import VISTASteerer, VisualSteeringVector
 
-__all__ = ["VISTASteerer", "VisualSteeringVector"]
+__all__ = ["VISTA_PRESETS", "VISTASteerer", "VisualSteeringVector"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import ExitStack
 
 import numpy as np
 import torch
@@ -18,13 +19,16 @@ from .._chair import chair, chair_mentions
 from .._generate import generate
 from .._model import TinyVLM
 from .._text import DEFAULT_PROMPT
-from ._steering import steering_vectors, vista
+from ._steering import capture_last_states, logit_lens_ranks, steering_vectors, vista
 
 __all__ = ["VISTASteerer", "VisualSteeringVector"]
 
 DEFAULT_BACKBONE = "tiny-vlm-scenes"
-#: Share of empty captions above which ``predict`` warns that steering is too strong.
-EMPTY_CAPTION_WARNING = 0.2
+#: Share of collapsed captions (empty, or run on to the token limit in a loop) above which
+#: ``predict`` warns that steering is too strong.
+COLLAPSE_WARNING = 0.2
+#: A run-on caption loops when an n-gram of up to this many tokens repeats three times in a row.
+_LOOP_NGRAM = 4
 
 _SCORINGS = {"chair_i": -1.0, "chair_s": -1.0, "recall": 1.0, "precision": 1.0, "f1": 1.0}
 
@@ -117,6 +121,23 @@ class _VLMInputMixin:
         if self.image_shape is not None and len(self.image_shape) not in (2, 3):
             raise ValueError(f"image_shape must be (height, width) or (height, width, channels); "
                              f"got {self.image_shape!r}.")
+
+
+def _loops(ids):
+    """Whether some n-gram (n <= _LOOP_NGRAM) of ``ids`` repeats three times back to back."""
+    for n in range(1, _LOOP_NGRAM + 1):
+        for start in range(len(ids) - 3 * n + 1):
+            if ids[start:start + n] == ids[start + n:start + 2 * n] == ids[start + 2 * n:start + 3 * n]:
+                return True
+    return False
+
+
+def _traced(logits_fn, record):
+    def traced(hidden):
+        record()
+        return logits_fn(hidden)
+
+    return traced
 
 
 def _fitted_vector(differences):
@@ -280,9 +301,9 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
     vsv : bool, default=True
     vsv_lambda : float, default=0.1
         Steering strength; the paper uses 0.1 to 0.17 for captions and 0.01
-        for yes/no questions, and captions collapse (empty or degenerate)
-        above a model-specific bound: ``predict`` warns when over a fifth of
-        them are empty.
+        for yes/no questions, and captions collapse above a model-specific
+        bound: empty, or running on to ``max_new_tokens`` in a loop of
+        repeated words. ``predict`` warns when over a fifth of them do.
     vsv_layers : sequence of int or None, default=None
         Layers steered; None is all.
     vsv_site : {"mlp_output", "residual"}, default="mlp_output"
@@ -457,11 +478,13 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
     # ------------------------------------------------------------------
     # generation
     # ------------------------------------------------------------------
-    def _generate_ids(self, images, prompts, vsv_lambda=None, sla_gamma=None):
+    def _generate_ids(self, images, prompts, vsv_lambda=None, sla_gamma=None, tracked_ids=None):
+        """Generated ids a sample; with ``tracked_ids``, also their logit-lens ranks (steps, k, layers) a sample."""
         strength = self.vsv_lambda if vsv_lambda is None else vsv_lambda
         gamma = self.sla_gamma if sla_gamma is None else sla_gamma
         generator = torch.Generator(device=self._device()).manual_seed(seed_from_random_state(self.random_state))
-        results = []
+        every_layer = list(range(self.n_layers_))
+        results, ranks = [], []
         with torch.inference_mode():
             for batch, these in self._batches(images, prompts):
                 vectors = None
@@ -471,15 +494,28 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
                     else:
                         vectors = steering_vectors(self.backbone_, batch, these, self.vsv_layers_)
                 inputs = self.backbone_.build_inputs(batch, these, with_image=True)
-                with vista(self.backbone_, vectors, self.vsv_layers_, strength, self.vsv_site, self.vsv_adaptive,
-                           self.sla_layers_ if self.sla else [], gamma, self.sla_final_norm) as logits_fn:
-                    results += generate(
+                with ExitStack() as stack:
+                    logits_fn = stack.enter_context(vista(
+                        self.backbone_, vectors, self.vsv_layers_, strength, self.vsv_site, self.vsv_adaptive,
+                        self.sla_layers_ if self.sla else [], gamma, self.sla_final_norm))
+                    steps = []
+                    if tracked_ids is not None:
+                        # Entered after the steering hooks: the lens sees the steered states.
+                        states = stack.enter_context(capture_last_states(self.backbone_, every_layer))
+                        logits_fn = _traced(logits_fn or self.backbone_.lm_head, lambda: steps.append(
+                            logit_lens_ranks(self.backbone_, states, every_layer, tracked_ids).cpu()))
+                    ids = generate(
                         self.backbone_, inputs, max_new_tokens=self.max_new_tokens, decoding=self.decoding,
                         num_beams=self.num_beams, top_p=self.top_p, top_k=self.top_k,
                         temperature=self.temperature, repetition_penalty=self.repetition_penalty,
                         logits_fn=logits_fn, generator=generator,
                     )
-        return results
+                results += ids
+                if tracked_ids is not None:
+                    stacked = torch.stack(steps, dim=1) if steps else torch.zeros(len(ids), 0, len(tracked_ids),
+                                                                                   self.n_layers_)
+                    ranks += [stacked[i, :len(row)].numpy() for i, row in enumerate(ids)]
+        return (results, ranks) if tracked_ids is not None else results
 
     def predict(self, X):
         """Generated captions of ``X``.
@@ -495,15 +531,19 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
         """
         check_is_fitted(self, "backbone_")
         images, prompts = self._read(X, reset=False)
+        ids = self._generate_ids(images, prompts)
         captions = np.empty(len(images), dtype=object)
-        captions[:] = [self.backbone_.decode(ids) for ids in self._generate_ids(images, prompts)]
-        empty = float(np.mean([not c.strip() for c in captions])) if len(captions) else 0.0
-        if self.vsv and self.vsv_lambda > 0 and self.max_new_tokens > 0 and empty > EMPTY_CAPTION_WARNING:
-            warnings.warn(
-                f"{empty:.0%} of the captions are empty: vsv_lambda={self.vsv_lambda} steers this model too "
-                "hard (the failure the official VISTA issue #2 reports); lower it, e.g. by a grid search "
-                "with score().", UserWarning, stacklevel=2,
-            )
+        captions[:] = [self.backbone_.decode(row) for row in ids]
+        if self.vsv and self.vsv_lambda > 0 and self.max_new_tokens > 0 and len(ids):
+            empty = np.mean([not c.strip() for c in captions])
+            looping = np.mean([len(row) >= self.max_new_tokens and _loops(row) for row in ids])
+            if empty + looping > COLLAPSE_WARNING:
+                warnings.warn(
+                    f"{empty:.0%} of the captions are empty and {looping:.0%} run on to max_new_tokens in a "
+                    f"loop of repeated words: vsv_lambda={self.vsv_lambda} steers this model too hard (the "
+                    "collapse the official VISTA issue #2 reports); lower it, e.g. by a grid search with "
+                    "score().", UserWarning, stacklevel=2,
+                )
         return captions
 
     def transform(self, X):
@@ -521,6 +561,70 @@ class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEs
         images, prompts = self._read(X, reset=False)
         vectors = self._differences(images, prompts, self.vsv_layers_)
         return vectors.reshape(len(vectors), -1)
+
+    def token_rankings(self, X, tokens, return_tokens=False):
+        """Where ``tokens`` rank in every layer's vocabulary at every decoding step (the paper's Eq. 3).
+
+        Captions are generated as :meth:`predict` generates them (steered
+        when VISTA is on; fit with ``vsv=False, sla=False`` for the plain
+        model). At each step, each decoder layer's last hidden state goes
+        through the final norm and the LM head (the logit lens), and each
+        tracked token's rank in that distribution is recorded: 1 is the most
+        likely token, and the last layer's lens is the model's own logits
+        (before self-logits augmentation). The paper reads three patterns
+        from such ranks: words of the image rank lower as the caption goes
+        on, they rank highest a little below the top layer, and objects the
+        caption never names still rank high.
+
+        Parameters
+        ----------
+        X : images, list of dicts, DataFrame or 2-D array
+        tokens : sequence of str or int
+            Words (their first token, through the backbone's ``token_id``)
+            or token ids to track, the same for every sample; split the
+            result by what each image holds.
+        return_tokens : bool, default=False
+            Also return each sample's generated tokens as text, one a step.
+
+        Returns
+        -------
+        ranks : ndarray of shape (n_samples, n_tokens, n_steps, n_layers)
+            Float ranks; ``n_steps`` is the longest caption's token count,
+            and the steps after a shorter caption ended are NaN. Step ``t``
+            is the distribution that chose token ``t``.
+        generated : list of list of str
+            Only with ``return_tokens=True``.
+        """
+        check_is_fitted(self, "backbone_")
+        if self.decoding == "beam":
+            raise ValueError("token_rankings follows one sequence a sample; beam search reorders its beams "
+                             "every step. Use decoding='greedy' or 'nucleus'.")
+        tracked = self._token_ids(tokens)
+        images, prompts = self._read(X, reset=False)
+        ids, ranks = self._generate_ids(images, prompts, tracked_ids=tracked)
+        n_steps = max((len(row) for row in ids), default=0)
+        out = np.full((len(ids), len(tracked), n_steps, self.n_layers_), np.nan)
+        for i, sample in enumerate(ranks):
+            out[i, :, :len(sample)] = sample.transpose(1, 0, 2)
+        if not return_tokens:
+            return out
+        return out, [[self.backbone_.decode([t]) for t in row] for row in ids]
+
+    def _token_ids(self, tokens):
+        tokens = [tokens] if isinstance(tokens, (str, int, np.integer)) else list(tokens)
+        if not tokens:
+            raise ValueError("tokens is empty: name at least one word or token id to track.")
+        vocab_size = int(self.backbone_.lm_head.weight.shape[0])
+        ids = []
+        for token in tokens:
+            if isinstance(token, str):
+                if not hasattr(self.backbone_, "token_id"):
+                    raise ValueError(f"{type(self.backbone_).__name__} has no token_id(word); pass token ids.")
+                token = self.backbone_.token_id(token)
+            if not isinstance(token, (int, np.integer)) or not 0 <= int(token) < vocab_size:
+                raise ValueError(f"tokens holds {token!r}; expected words or token ids in 0..{vocab_size - 1}.")
+            ids.append(int(token))
+        return ids
 
     # ------------------------------------------------------------------
     # scoring

@@ -10,6 +10,8 @@
   logit-lens logits of a window of early layers. The LM head is linear and
   bias-free, so the mean of their logits is the logits of their mean: one
   vocabulary projection a step instead of ``window + 1``.
+- The logit lens (Eq. 3), for the paper's analysis: where chosen tokens
+  rank in every layer's vocabulary distribution at every step.
 
 Hooks are registered on entering a context and removed on leaving it, also
 when generation raises; modules are never replaced, so ``state_dict`` keys
@@ -24,7 +26,7 @@ import torch
 
 from ...ops import vsv_steer
 
-__all__ = ["capture_last_states", "self_logits", "steering", "steering_vectors"]
+__all__ = ["capture_last_states", "logit_lens_ranks", "self_logits", "steering", "steering_vectors"]
 
 
 def _stream(output):
@@ -112,6 +114,20 @@ def self_logits(backbone, states, layers, gamma, final_norm=False):
         return backbone.lm_head((1 - gamma) * hidden + gamma * early.mean(0))
 
     return logits_fn
+
+
+def logit_lens_ranks(backbone, states, layers, token_ids):
+    """Ranks (B, len(token_ids), len(layers)) of ``token_ids`` in each layer's logit lens, 1 the top.
+
+    The lens of layer ``l`` is ``H(final_norm(h_l))`` at the last position,
+    so the last layer's lens is the model's own (unaugmented) logits. Ties
+    share the best rank.
+    """
+    hidden = torch.stack([states[i] for i in layers], dim=1)
+    logits = backbone.lm_head(backbone.final_norm(hidden)).float()
+    tracked = logits[..., token_ids]
+    above = (logits[..., None, :] > tracked[..., None]).sum(-1)
+    return (above + 1).transpose(1, 2)
 
 
 @contextmanager
