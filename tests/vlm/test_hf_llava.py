@@ -12,27 +12,13 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: E402
-from transformers import (  # noqa: E402
-    CLIPImageProcessor,
-    CLIPVisionConfig,
-    LlamaConfig,
-    LlavaConfig,
-    LlavaForConditionalGeneration,
-    LlavaProcessor,
-    PreTrainedTokenizerFast,
-)
-
 from skicml.datasets import make_object_scenes  # noqa: E402
 from skicml.utils.images import pil_from_array  # noqa: E402
 from skicml.vlm import HFLlavaAdapter, VISTASteerer, VisualSteeringVector, check_backbone, generate  # noqa: E402
+from skicml.vlm._tiny_llava import TINY_LLAVA_TOKENS, tiny_random_llava  # noqa: E402
 from skicml.vlm._vista._steering import capture_last_states, steering  # noqa: E402
 
-PAD, BOS, EOS, UNK, IMAGE = 0, 1, 2, 3, 4
-SPECIAL = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
-WORDS = ("describe the image a an of in on is there what color red blue green circle square small large "
-         "left right top bottom").split()
-VOCAB_SIZE = 96  # filler words widen the vocabulary, so that the random model rarely picks the end token
+PAD, BOS, EOS, IMAGE = (TINY_LLAVA_TOKENS[k] for k in ("pad", "bos", "eos", "image"))
 IMAGE_SIZE, PATCH = 32, 8
 N_IMAGE_TOKENS = (IMAGE_SIZE // PATCH) ** 2  # "default" strategy: the CLS feature is dropped
 N_LAYERS, HIDDEN = 3, 32
@@ -40,39 +26,10 @@ PROMPTS = ["<image> describe", "what color is the circle <image> in the image", 
 PROMPT = "<image> describe"
 
 
-def _tokenizer():
-    words = SPECIAL + WORDS
-    words += [f"w{i}" for i in range(VOCAB_SIZE - len(words))]
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", BOS)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", bos_token="<s>",
-                                        eos_token="</s>", unk_token="<unk>",
-                                        extra_special_tokens={"image_token": "<image>"})
-    # No token_type_ids: model.generate refuses inputs the model does not read.
-    tokenizer.model_input_names = ["input_ids", "attention_mask"]
-    return tokenizer
-
-
 @pytest.fixture(scope="module")
 def llava():
-    config = LlavaConfig(
-        text_config=LlamaConfig(vocab_size=VOCAB_SIZE, hidden_size=HIDDEN, intermediate_size=64,
-                                num_hidden_layers=N_LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                                max_position_embeddings=128, pad_token_id=PAD, bos_token_id=BOS,
-                                eos_token_id=EOS),
-        vision_config=CLIPVisionConfig(image_size=IMAGE_SIZE, patch_size=PATCH, hidden_size=32,
-                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       projection_dim=32),
-        image_token_index=IMAGE, vision_feature_select_strategy="default", vision_feature_layer=-2,
-        pad_token_id=PAD,
-    )
-    torch.manual_seed(0)
-    model = LlavaForConditionalGeneration(config).eval()
-    image_processor = CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
-                                         crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
-    processor = LlavaProcessor(image_processor=image_processor, tokenizer=_tokenizer(), patch_size=PATCH,
-                               vision_feature_select_strategy="default", num_additional_image_tokens=1)
+    model, processor = tiny_random_llava(num_layers=N_LAYERS, hidden_size=HIDDEN, image_size=IMAGE_SIZE,
+                                         patch_size=PATCH)
     assert processor.image_token_id == model.config.image_token_id == IMAGE
     return model, processor
 
