@@ -42,6 +42,11 @@ def _strokes_take_more_experts_than_background(stdout):
     assert strokes > background
 
 
+def _the_last_layer_ranks_the_chosen_colour_first(stdout):
+    # Greedy decoding takes the top token of the last layer's lens: a check that the ranks are read right.
+    assert "the last layer ranks the chosen colour first: True" in stdout
+
+
 # What an example shows, checked on its printed output.
 OUTPUT_CHECKS = {
     "plot_molecule_regression": _finetuning_beats_the_probe,
@@ -49,6 +54,7 @@ OUTPUT_CHECKS = {
     "plot_out_of_sample_digits": _held_out_digits_are_recognised,
     "plot_keyframe_timeline": _the_event_is_a_keyframe,
     "plot_expert_race": _strokes_take_more_experts_than_background,
+    "plot_vista_token_rankings": _the_last_layer_ranks_the_chosen_colour_first,
 }
 
 
