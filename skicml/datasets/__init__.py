@@ -9,6 +9,25 @@ from ._contexture import make_context_blobs, make_planted_spectrum
 from ._graph_domains import make_graph_domains
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
 from ._object_scenes import make_object_scenes, object_classes, object_partners
+from ._physics import (
+    PHYSICS_ID_RANGES,
+    PHYSICS_OOD_VALUES,
+    make_attribute_pair_split,
+    make_collision_hole_split,
+    make_flip_split,
+    make_gap_split,
+    make_physics_eval,
+    make_physics_videos,
+    ood_bucket,
+)
+from ._physics_world import (
+    PHYSICS_COLORS,
+    PHYSICS_SCENARIOS,
+    PHYSICS_SHAPES,
+    physics_pixel_centers,
+    render_videos,
+    simulate_physics,
+)
 from ._point_clouds import POINT_CLOUD_CLASSES, make_point_clouds
 from ._shapes import (
     CAPTION_PERTURBATIONS,
@@ -28,6 +47,11 @@ __all__ = [
     "CAPTION_PERTURBATIONS",
     "CORRUPTIONS",
     "HARTREE_TO_EV",
+    "PHYSICS_COLORS",
+    "PHYSICS_ID_RANGES",
+    "PHYSICS_OOD_VALUES",
+    "PHYSICS_SCENARIOS",
+    "PHYSICS_SHAPES",
     "POINT_CLOUD_CLASSES",
     "SHAPE_COLORS",
     "SHAPE_NAMES",
@@ -38,11 +62,17 @@ __all__ = [
     "load_qm9",
     "load_sample_videos",
     "load_wearable_example",
+    "make_attribute_pair_split",
+    "make_collision_hole_split",
     "make_context_blobs",
+    "make_flip_split",
+    "make_gap_split",
     "make_graph_domains",
     "make_needle_embeddings",
     "make_needle_videos",
     "make_object_scenes",
+    "make_physics_eval",
+    "make_physics_videos",
     "make_planted_spectrum",
     "make_point_clouds",
     "make_shape_scenes",
@@ -50,8 +80,12 @@ __all__ = [
     "make_wearable_cohort",
     "object_classes",
     "object_partners",
+    "ood_bucket",
     "perturb_captions",
+    "physics_pixel_centers",
     "qm9_split",
+    "render_videos",
+    "simulate_physics",
     "wearable_variables",
     "wearable_week_labels",
 ]

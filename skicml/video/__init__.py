@@ -13,12 +13,36 @@ Frames via Hierarchical Differential Distillation":
 - :class:`VideoEmbedding`, :func:`pack_videos` and :func:`unpack_videos`:
   videos as records or as the packed 2-D rows a ``Pipeline`` passes on.
 
-Data: :func:`skicml.datasets.make_needle_embeddings`,
+The physics world-model testbed (Kang et al., ICML 2025), "How Far is
+Video Generation from World Model: A Physical Law Perspective":
+
+- :func:`parse_object_states`, :func:`velocity_error`,
+  :func:`summarize_by_bucket`: object states read back from frames, and the
+  velocity errors of predicted frames against the law, per OOD bucket.
+- :func:`nearest_training_case`, :func:`infer_attributes`,
+  :func:`attribute_priority_report`, :func:`video_similarity`: the
+  case-based analyses, and PSNR / SSIM.
+- :class:`CaseBasedVideoPredictor` and :class:`PhysicsOraclePredictor`: the
+  memorising and the law-abiding reference predictors.
+
+Data: :func:`skicml.datasets.make_physics_videos` and its evaluation grids
+and splits; :func:`skicml.datasets.make_needle_embeddings`,
 :func:`skicml.datasets.make_needle_videos` and
 :func:`skicml.datasets.load_sample_videos`.
 """
 
 from ._frames import check_video_frames
+from ._physics import (
+    CaseBasedVideoPredictor,
+    PhysicsOraclePredictor,
+    attribute_priority_report,
+    infer_attributes,
+    nearest_training_case,
+    parse_object_states,
+    summarize_by_bucket,
+    velocity_error,
+    video_similarity,
+)
 from ._vilamp import (
     CLIPVideoEncoder,
     DifferentialFeatureMerger,
@@ -36,16 +60,25 @@ from ._vilamp import (
 
 __all__ = [
     "CLIPVideoEncoder",
+    "CaseBasedVideoPredictor",
     "DifferentialFeatureMerger",
     "DifferentialKeyframeSelector",
+    "PhysicsOraclePredictor",
     "VideoEmbedding",
     "ViLAMPClassifier",
     "ViLAMPCompressor",
     "ViLAMPNetwork",
+    "attribute_priority_report",
     "check_video_frames",
+    "infer_attributes",
     "keyframe_references",
     "merge_features",
+    "nearest_training_case",
     "pack_videos",
+    "parse_object_states",
     "select_keyframes",
+    "summarize_by_bucket",
     "unpack_videos",
+    "velocity_error",
+    "video_similarity",
 ]

@@ -1,0 +1,29 @@
+"""The physics world-model testbed of Kang et al. (ICML 2025): evaluators and reference predictors.
+
+The simulator, renderer and data live in :mod:`skicml.datasets`
+(:func:`~skicml.datasets.simulate_physics`, :func:`~skicml.datasets.render_videos`,
+:func:`~skicml.datasets.make_physics_videos`, the evaluation grids and splits).
+"""
+
+from ._evaluation import (
+    attribute_priority_report,
+    infer_attributes,
+    nearest_training_case,
+    parse_object_states,
+    summarize_by_bucket,
+    velocity_error,
+    video_similarity,
+)
+from ._predictors import CaseBasedVideoPredictor, PhysicsOraclePredictor
+
+__all__ = [
+    "CaseBasedVideoPredictor",
+    "PhysicsOraclePredictor",
+    "attribute_priority_report",
+    "infer_attributes",
+    "nearest_training_case",
+    "parse_object_states",
+    "summarize_by_bucket",
+    "velocity_error",
+    "video_similarity",
+]
