@@ -7,23 +7,19 @@ from contextlib import ExitStack
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ...base import TorchEstimatorMixin, seed_from_random_state
-from ...utils.images import check_images, image_input_kind, images_from_rows
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
-from .._backbone import as_backbone
 from .._chair import chair, chair_mentions
 from .._generate import generate
-from .._model import TinyVLM
+from .._input import _VLMInputMixin
 from .._text import DEFAULT_PROMPT
 from ._steering import capture_last_states, logit_lens_ranks, steering_vectors, vista
 
 __all__ = ["VISTASteerer", "VisualSteeringVector"]
 
-DEFAULT_BACKBONE = "tiny-vlm-scenes"
 #: Share of collapsed captions (empty, or run on to the token limit in a loop) above which
 #: ``predict`` warns that steering is too strong.
 COLLAPSE_WARNING = 0.2
@@ -33,82 +29,8 @@ _LOOP_NGRAM = 4
 _SCORINGS = {"chair_i": -1.0, "chair_s": -1.0, "recall": 1.0, "precision": 1.0, "f1": 1.0}
 
 
-class _VLMInputMixin:
-    """The backbone, the layers and the four input forms shared by both estimators."""
-
-    def _resolve_backbone(self):
-        backbone = DEFAULT_BACKBONE if self.backbone is None else self.backbone
-        if isinstance(backbone, TinyVLM):
-            backbone = backbone.to(self._device()).eval()
-        self.backbone_ = as_backbone(backbone)
-        module = getattr(self.backbone_, "model", None)
-        if isinstance(module, TinyVLM):
-            self.backbone_.model = module.to(self._device()).eval()
-        self.n_layers_ = len(self.backbone_.layers)
-        self.hidden_size_ = int(self.backbone_.hidden_size)
-
-    def _resolve_layers(self, layers, name):
-        if layers is None:
-            return list(range(self.n_layers_))
-        resolved = [int(i) for i in layers]
-        bad = [i for i in resolved if not 0 <= i < self.n_layers_]
-        if bad or not resolved:
-            raise ValueError(f"{name}={layers!r}: expected layer indices in 0..{self.n_layers_ - 1} "
-                             f"(the backbone has {self.n_layers_} decoder layers); got {bad or 'none'}.")
-        return sorted(set(resolved))
-
-    def _read(self, X, reset):
-        """``(images, prompts)`` of ``X`` in any of its four forms."""
-        prompts = self.prompt
-        if hasattr(X, "columns") and "image" in X.columns:
-            prompts = list(X["prompt"]) if "prompt" in X.columns else prompts
-            images = check_images(list(X["image"]))
-        elif isinstance(X, (list, tuple)) and X and all(isinstance(item, dict) for item in X):
-            missing = [i for i, item in enumerate(X) if "image" not in item]
-            if missing:
-                raise ValueError(f"X[{missing[0]}] has no 'image' key; each dict needs 'image' (and 'prompt').")
-            prompts = [item.get("prompt", self.prompt) for item in X]
-            images = check_images([item["image"] for item in X])
-        elif image_input_kind(X) == "embedding":
-            X = validate_data(self, X, reset=reset, dtype=[np.float32, np.float64], ensure_all_finite=True)
-            size = getattr(self.backbone_, "image_size", None)
-            size = (size, size) if size else (int(np.sqrt(X.shape[1] // 3)),) * 2
-            # Rows of any width are read as images (grey strips without image_shape) and resized.
-            return self._canonical_images(images_from_rows(X, size, self.image_shape), resize=True), prompts
-        else:
-            images = check_images(X, self.image_shape)
-        return self._canonical_images(images), prompts
-
-    def _canonical_images(self, images, resize=False):
-        if not isinstance(images, np.ndarray):
-            from PIL import Image
-
-            arrays = [np.asarray(Image.open(i).convert("RGB")) if isinstance(i, str) else np.asarray(i)
-                      for i in images]
-            if len({a.shape for a in arrays}) > 1:
-                raise ValueError(f"images must share one shape; got {sorted({a.shape for a in arrays})}.")
-            images = np.stack(arrays)
-        if images.ndim == 3:
-            images = images[..., None]
-        if images.shape[-1] == 4:
-            images = images[..., :3]
-        size = getattr(self.backbone_, "image_size", None)
-        if images.shape[-1] == 1:
-            images = np.repeat(images, 3, axis=-1)
-        if size and images.shape[1:3] != (size, size):
-            if not resize:
-                raise ValueError(f"the backbone reads images of {size} x {size} pixels; got images of "
-                                 f"{images.shape[1]} x {images.shape[2]}. Resize them first.")
-            pixels = torch.as_tensor(images / 255.0 if images.dtype.kind in "iu" else images, dtype=torch.float32)
-            pixels = F.interpolate(pixels.permute(0, 3, 1, 2), size=(size, size), mode="bilinear",
-                                   align_corners=False)
-            images = pixels.permute(0, 2, 3, 1).numpy()
-        return images
-
-    def _batches(self, images, prompts):
-        prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
-        for start in range(0, len(images), self.batch_size):
-            yield images[start:start + self.batch_size], prompts[start:start + self.batch_size]
+class _SteeringInputMixin(_VLMInputMixin):
+    """The shared input handling plus the batched steering vectors of both VISTA estimators."""
 
     def _differences(self, images, prompts, layers):
         """Steering vectors (n, len(layers), d) of all of ``images``, batch by batch, float32."""
@@ -116,11 +38,6 @@ class _VLMInputMixin:
             parts = [steering_vectors(self.backbone_, batch, these, layers).cpu().numpy()
                      for batch, these in self._batches(images, prompts)]
         return np.concatenate(parts).astype(np.float32)
-
-    def _check_image_shape(self):
-        if self.image_shape is not None and len(self.image_shape) not in (2, 3):
-            raise ValueError(f"image_shape must be (height, width) or (height, width, channels); "
-                             f"got {self.image_shape!r}.")
 
 
 def _loops(ids):
@@ -150,7 +67,7 @@ def _fitted_vector(differences):
     return axis + mean
 
 
-class VisualSteeringVector(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEstimator):
+class VisualSteeringVector(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     """VISTA's visual steering vectors of images under a prompt, one per decoder layer.
 
     For each image, the residual stream after every decoder layer at the
@@ -271,7 +188,7 @@ class VisualSteeringVector(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin
         return tags
 
 
-class VISTASteerer(_VLMInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEstimator):
+class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     """Captioning with VISTA: visual steering and self-logits augmentation (Li et al., ICML 2025).
 
     A vision-language model loses sight of the image as it writes: words
