@@ -1,6 +1,7 @@
 """Building blocks shared by several skicml models."""
 
 from .attention import InducedSelfAttentionBlock, MultiheadAttentionBlock, PackedMultiheadAttention
+from .cross_attention import CrossAttention, CrossAttentionBlock
 from .diffusion import DDPMSchedule, RectifiedFlow
 from .dit import DiTBlock, DiTFinalLayer, LabelEmbedder, TimestepEmbedder
 from .mamba2 import BidirectionalMamba2Layer, Mamba2Mixer
@@ -11,6 +12,8 @@ from .transformer import LlamaBlock
 
 __all__ = [
     "BidirectionalMamba2Layer",
+    "CrossAttention",
+    "CrossAttentionBlock",
     "DDPMSchedule",
     "DiTBlock",
     "DiTFinalLayer",
