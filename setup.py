@@ -51,6 +51,9 @@ EXTRAS = {
         "einops>=0.7",
         "psutil>=5.9",
         "huggingface_hub>=0.20,<1.0",
+        # the physics testbed's closed forms are checked against the engine
+        # the official generators use (tests/datasets/test_physics.py).
+        "box2d>=2.3.10",
     ],
     "docs": ["sphinx>=7.2", "sphinx-gallery>=0.16", "numpydoc>=1.7", "matplotlib>=3.8"],
 }
