@@ -446,8 +446,9 @@ def infer_attributes(videos, n_cond_frames=0, *, colors=None, frame_dt=0.1, worl
     the colour of the largest total coverage, the size as the median radius
     (of the disc of equal area), the velocity as the least-squares slope of
     the parsed x (the official measure of horizontal motion), and the shape
-    from the compactness, mask area over bounding-box area: about pi/4 for
-    a disc, 1 for a square, lower for a ring.
+    from the compactness, mask area over bounding-box area: about pi/4 for a
+    disc, 1 for a square, lower for a ring. Only frames where the object
+    clears the image border count.
 
     Parameters
     ----------
@@ -486,17 +487,22 @@ def infer_attributes(videos, n_cond_frames=0, *, colors=None, frame_dt=0.1, worl
     chosen = states[rows, :, best]                                       # (n, frames, 3)
     times = np.arange(future.shape[1]) * frame_dt
     velocity = np.full(len(videos), np.nan)
-    for i in range(len(videos)):
-        ok = ~np.isnan(chosen[i, :, 0])
-        if ok.sum() >= 2:
-            velocity[i] = np.polyfit(times[ok], chosen[i, ok, 0], 1)[0]
+    size = np.full(len(videos), np.nan)
     compactness = np.full(len(videos), np.nan)
     for i in np.flatnonzero(found):
         target = np.array(PHYSICS_COLORS[colors[best[i]]]) > 127
-        frames = future[i].astype(np.int16)
+        frames = future[i]
         mask = np.all(frames[..., target] > 127, axis=-1) & np.all(frames[..., ~target] < 127, axis=-1)
+        # A cut-off object has a shifted centroid and a smaller area: only
+        # frames where it clears the image border count.
+        whole = ~(mask[:, 0].any(-1) | mask[:, -1].any(-1) | mask[:, :, 0].any(-1) | mask[:, :, -1].any(-1))
+        ok = whole & ~np.isnan(chosen[i, :, 0])
+        if ok.sum() >= 2:
+            velocity[i] = np.polyfit(times[ok], chosen[i, ok, 0], 1)[0]
+        if ok.any():
+            size[i] = np.median(chosen[i, ok, 2])
         ratios = []
-        for frame in mask:
+        for frame in mask[ok]:
             ys, xs = np.nonzero(frame)
             if len(xs) >= 4:
                 ratios.append(len(xs) / ((np.ptp(xs) + 1) * (np.ptp(ys) + 1)))
@@ -505,8 +511,7 @@ def infer_attributes(videos, n_cond_frames=0, *, colors=None, frame_dt=0.1, worl
                      np.where(compactness > 0.9, "square", np.where(compactness > 0.62, "circle", "ring")))
     return pd.DataFrame({
         "color": np.where(found, np.asarray(colors, dtype=object)[best], None),
-        "size": np.nanmedian(np.where(found[:, None], chosen[..., 2], np.nan), axis=1) if found.any()
-        else np.full(len(videos), np.nan),
+        "size": size,
         "velocity": velocity,
         "compactness": compactness,
         "shape": shape,
@@ -573,8 +578,10 @@ def attribute_priority_report(generated, conditioning, pair, levels):
         raise ValueError("conditioning needs the 'cell' column of make_attribute_pair_split's test table.")
     generated = generated.reset_index(drop=True)
     conditioning = conditioning.reset_index(drop=True)
-    cond_a = _level_of(conditioning[_ATTRIBUTE_COLUMNS[a]].to_numpy(), levels[a])
-    cond_b = _level_of(conditioning[_ATTRIBUTE_COLUMNS[b]].to_numpy(), levels[b])
+    # The cell names the conditioning's levels (a radius on the boundary
+    # between two levels belongs to its cell).
+    cells = conditioning["cell"].astype(str)
+    cond_a, cond_b = cells.str[1].astype(int).to_numpy(), cells.str[3].astype(int).to_numpy()
     gen_a = _level_of(generated[a].to_numpy(), levels[a])
     gen_b = _level_of(generated[b].to_numpy(), levels[b])
     table = pd.DataFrame({
