@@ -66,18 +66,28 @@ class DecoderLayer(nn.Module):
         self.mlp_norm = RMSNorm(hidden_size)
         self.mlp = GatedMLP(hidden_size, mlp_ratio * hidden_size)
 
-    def forward(self, x, angles, mask, past=None):
+    def forward(self, x, angles, mask, past=None, need_weights=False):
         """``x`` (B, T, d); ``angles`` (B, 1, T, head_dim); ``mask`` (B, 1, T, T_past + T), True attends.
 
-        Returns the residual stream (B, T, d) and this layer's keys and values.
+        Returns the residual stream (B, T, d) and this layer's keys and
+        values; with ``need_weights``, also the attention probabilities
+        (B, heads, T, T_past + T), computed eagerly so that gradients flow
+        through them (Lavender aligns them).
         """
         q, k, v = self.qkv(self.attn_norm(x)).unflatten(-1, (3, self.n_heads, -1)).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(q, angles), apply_rotary(k, angles)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        weights = None
+        if need_weights:
+            scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+            weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            attended = weights @ v
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         x = x + self.out(attended.transpose(1, 2).flatten(-2))
-        return x + self.mlp(self.mlp_norm(x)), (k, v)
+        x = x + self.mlp(self.mlp_norm(x))
+        return (x, (k, v), weights) if need_weights else (x, (k, v))
 
 
 class TinyVLM(nn.Module):
@@ -146,12 +156,15 @@ class TinyVLM(nn.Module):
             mask = torch.cat([mask.new_ones(patches.shape[:2]), mask], dim=1)
         return embeds, mask
 
-    def forward(self, token_ids, images=None, token_mask=None, cache=None):
+    def forward(self, token_ids, images=None, token_mask=None, cache=None, attention_layers=None):
         """Final-normed hidden states (B, T, d) and the updated cache.
 
         ``token_mask`` (B, T) marks real tokens (False on left padding);
         ``cache`` is what an earlier call returned: the keys and values of
-        every layer, the key mask and each row's next position.
+        every layer, the key mask and each row's next position. With
+        ``attention_layers`` (layer indices), a third output holds those
+        layers' attention probabilities, (len(attention_layers), B, heads,
+        T, T_past + T), computed eagerly and differentiable.
         """
         embeds, new_mask = self.embed_inputs(token_ids, images, token_mask)
         if cache is None:
@@ -168,12 +181,19 @@ class TinyVLM(nn.Module):
         rows = torch.arange(n_new, device=embeds.device)[:, None] + (n_keys - n_new)
         mask = mask | (rows == torch.arange(n_keys, device=embeds.device))[None, None]
         angles = (positions[..., None].to(self.frequencies.dtype) * self.frequencies).repeat_interleave(2, -1)[:, None]
-        x, layers = embeds, []
-        for layer, layer_past in zip(self.layers, past):
-            x, kv = layer(x, angles, mask, layer_past)
+        wanted = set() if attention_layers is None else {int(i) for i in attention_layers}
+        x, layers, weights = embeds, [], {}
+        for index, (layer, layer_past) in enumerate(zip(self.layers, past)):
+            if index in wanted:
+                x, kv, weights[index] = layer(x, angles, mask, layer_past, need_weights=True)
+            else:
+                x, kv = layer(x, angles, mask, layer_past)
             layers.append(kv)
         next_position = positions[:, -1] + 1
-        return self.norm(x), {"layers": layers, "key_mask": key_mask, "next_position": next_position}
+        cache = {"layers": layers, "key_mask": key_mask, "next_position": next_position}
+        if attention_layers is None:
+            return self.norm(x), cache
+        return self.norm(x), cache, torch.stack([weights[int(i)] for i in attention_layers])
 
     def logits(self, hidden):
         return self.lm_head(hidden)

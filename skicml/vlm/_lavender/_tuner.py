@@ -1,0 +1,463 @@
+"""``LavenderTuner``: caption fine-tuning with Lavender's attention alignment (Jin et al., ICML 2025)."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ...base import TorchEstimatorMixin, seeded
+from ...nn.lora import LoRA
+from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
+from .._backbone import as_backbone
+from .._generate import generate
+from .._grounding import check_word_maps
+from .._input import _VLMInputMixin
+from .._model import TinyVLM
+from .._text import DEFAULT_PROMPT
+from ._align import Aligner, align_loss, attention_maps, minmax_maps, pool_word_maps
+
+__all__ = ["LavenderTuner"]
+
+_PUNCTUATION = set(",.;:!?'\"()-")
+
+
+class LavenderObjective(torch.nn.Module):
+    """Cross-entropy of the target captions plus ``align_weight`` times the attention-alignment loss.
+
+    ``forward`` takes one batch of tensors (what the training loop slices)
+    and returns the loss. Query position ``i`` of the text is keyed to the
+    word it is trained to predict (``word_key="target"``) or the word it
+    predicts (``"predicted"``, the official code's argmax keying); its
+    image attention in each of ``layers``, as maps, goes through the
+    Aligner, and the maps of one word are averaged and compared with the
+    teacher's map of that word.
+    """
+
+    def __init__(self, model, aligner, lora, layers, resolution, align_weight, aggregation, word_key):
+        super().__init__()
+        self.model, self.aligner, self.lora = model, aligner, lora
+        self.layers, self.resolution, self.align_weight = list(layers), int(resolution), float(align_weight)
+        self.aggregation, self.word_key = aggregation, word_key
+        side = int(round(np.sqrt(model.n_image_tokens)))
+        self.grid = (side, side)
+        self.log = []
+
+    def _adapted(self):
+        return self.lora.attached(self.model) if self.lora is not None else _nothing()
+
+    def forward(self, ids, mask, target, images, teacher_maps, teacher_ids):
+        with self._adapted():
+            return self._loss(ids, mask, target, images, teacher_maps, teacher_ids)
+
+    def _loss(self, ids, mask, target, images, teacher_maps, teacher_ids):
+        width = int(mask.sum(1).max())
+        ids, mask, target = ids[:, :width], mask[:, :width], target[:, :width]
+        n_image = self.model.n_image_tokens
+        align = self.align_weight > 0
+        output = self.model(ids[:, :-1], images=images, token_mask=mask[:, :-1],
+                            attention_layers=self.layers if align else None)
+        logits = self.model.logits(output[0][:, n_image:])
+        targeted = target[:, 1:]
+        ce = F.cross_entropy(logits[targeted], ids[:, 1:][targeted])
+        if not align:
+            self.log.append((float(ce.detach()), 0.0, 0))
+            return ce
+        keys = ids[:, 1:] if self.word_key == "target" else logits.argmax(-1)
+        maps, word_index = self.student_maps(output[2], keys, targeted, teacher_ids)
+        n_samples, n_words = teacher_ids.shape
+        pooled, counts = pool_word_maps(maps, word_index, n_samples, n_words)
+        matched = (counts > 0) & (teacher_ids >= 0) & (pooled.sum(-1) > 0)
+        alignment, n_matched = align_loss(pooled, teacher_maps.flatten(2), matched)
+        self.log.append((float(ce.detach()), float(alignment.detach()), n_matched))
+        return ce + self.align_weight * alignment
+
+    def student_maps(self, probabilities, keys, keyed, teacher_ids):
+        """Aligned maps (N, R * R) of the positions whose key is a teacher word, and their word index."""
+        hits = (keys[:, :, None] == teacher_ids[:, None, :]) & keyed[:, :, None] & (teacher_ids[:, None, :] >= 0)
+        rows = hits.any(-1).nonzero()  # (N, 2): sample, text position
+        word = hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
+        n_image = self.model.n_image_tokens
+        # Text position i is the query at sequence position n_image + i.
+        sequence_rows = torch.stack([rows[:, 0], rows[:, 1] + n_image], dim=1)
+        raw = attention_maps(probabilities, sequence_rows, slice(0, n_image), self.grid, self.resolution)
+        n, n_layers, n_heads = raw.shape[:3]
+        if self.aggregation == "aligner_then_mean":
+            aligned = self.aligner(raw.reshape(n * n_layers, n_heads, self.resolution, self.resolution))
+            aligned = minmax_maps(aligned.reshape(n, n_layers, self.resolution ** 2)).mean(1)
+        else:
+            aligned = minmax_maps(self.aligner(raw.mean(1)).reshape(n, self.resolution ** 2))
+        return aligned, rows[:, 0] * teacher_ids.shape[1] + word
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
+    """Caption fine-tuning that aligns the model's attention with a teacher's (Lavender, Jin et al., ICML 2025).
+
+    Lavender fine-tunes a vision-language model on image-text pairs with one
+    more loss: for each word of the target text that a *teacher* can
+    locate in the image, the model's attention from the query that predicts
+    the word to the image tokens, read through a small convolutional
+    Aligner, should match the teacher's map of that word (mean squared
+    error over pixels, weighted by ``align_weight``). The paper's teacher is
+    Stable Diffusion's cross-attention; here it is any object with
+    ``word_maps(images, captions)``. Only adapters (LoRA) and the Aligner
+    train by default; the adapters are merged at the end and the Aligner is
+    not used at inference, so nothing of Lavender is left in
+    :meth:`predict`.
+
+    Parameters
+    ----------
+    backbone : str, TinyVLM or None, default=None
+        The model to fine-tune (copied, never changed); None is the shipped
+        ``tiny-vlm-scenes``.
+    teacher : object or None, default=None
+        Has ``word_maps(images, captions) -> list of {word: (R, R) map}``.
+        Maps given in ``X`` (a ``"teacher_maps"`` key or column) win. Needed
+        unless ``align_weight=0`` (plain fine-tuning, the baseline).
+    align_weight : float, default=10.0
+        Weight of the alignment loss (the official ``sd_xattn_loss_scale``).
+    attn_layers : sequence of int or None, default=None
+        Decoder layers whose attention is aligned; None is all.
+    attn_resolution : int, default=8
+        Side of the maps compared; the paper's is 32 (Stable Diffusion's
+        latent grid). Teacher maps of another size are area-resized.
+    aggregation : {"aligner_then_mean", "mean_then_aligner"}, default="aligner_then_mean"
+        Apply the Aligner to each layer's map and average (the official
+        default), or average the layers first.
+    aligner_hidden : int, default=32
+    aligner_norm : {"instance", "batch", "group"} or None, default="instance"
+    word_key : {"target", "predicted"}, default="target"
+        Key a query's map by the word it is trained to predict, or by its
+        argmax prediction (the official code; noisier early in training).
+    peft : {"lora", "full", "none"}, default="lora"
+        Train LoRA adapters, every weight, or nothing of the backbone (the
+        Aligner only).
+    lora_r : int, default=8
+    lora_alpha : float, default=32
+    lora_dropout : float, default=0.05
+    lora_targets : sequence of str or None, default=None
+        Names of the adapted linear layers; None is ``("qkv",)`` on TinyVLM.
+    lr : float, default=1e-4
+    weight_decay : float, default=0.0
+    max_epochs : int, default=3
+    batch_size : int, default=4
+    prompt : str, default="describe the image in detail :"
+    image_shape : tuple or None, default=None
+        Shape of one image when ``X`` is a 2-D array of flattened images.
+    max_new_tokens : int, default=80
+        Caption length limit of :meth:`predict`.
+    device : str, default="cpu"
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    backbone_ : backbone
+        The fine-tuned model (adapters merged) behind the protocol.
+    aligner_ : Aligner or None
+        The trained Aligner (None at ``align_weight=0``).
+    history_ : list of dict
+        Per epoch: mean ``ce``, mean ``alignment`` and ``n_matched_words``.
+    n_matched_words_ : int
+        (image, word) pairs of the training set whose word is in the target
+        text and has a teacher map.
+    n_layers_ : int
+    n_iter_ : int
+        Epochs run.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_object_scenes
+    >>> from skicml.vlm import TinyVLM, scene_vocabulary
+    >>> from skicml.vlm._lavender._teachers import OracleMaskTeacher
+    >>> from skicml.vlm._lavender._tuner import LavenderTuner
+    >>> images, captions, objects, masks = make_object_scenes(8, return_masks=True, random_state=0)
+    >>> model = TinyVLM(scene_vocabulary(), hidden_size=32, num_layers=2, head_dim=16)
+    >>> tuner = LavenderTuner(backbone=model, teacher=OracleMaskTeacher(images, objects, masks),
+    ...                       max_epochs=1, random_state=0).fit(images, captions)
+    >>> tuner.predict(images[:2]).shape
+    (2,)
+    """
+
+    _parameter_constraints = {
+        "backbone": "no_validation",
+        "teacher": "no_validation",
+        "align_weight": [Interval(Real, 0, None, closed="left")],
+        "attn_layers": ["array-like", None],
+        "attn_resolution": [Interval(Integral, 1, None, closed="left")],
+        "aggregation": [StrOptions({"aligner_then_mean", "mean_then_aligner"})],
+        "aligner_hidden": [Interval(Integral, 1, None, closed="left")],
+        "aligner_norm": [StrOptions({"instance", "batch", "group"}), None],
+        "word_key": [StrOptions({"target", "predicted"})],
+        "peft": [StrOptions({"lora", "full", "none"})],
+        "lora_r": [Interval(Integral, 1, None, closed="left")],
+        "lora_alpha": [Interval(Real, 0, None, closed="neither")],
+        "lora_dropout": [Interval(Real, 0, 1, closed="left")],
+        "lora_targets": ["array-like", None],
+        "prompt": [str],
+        "image_shape": [tuple, list, None],
+        "max_new_tokens": [Interval(Integral, 0, None, closed="left")],
+        **shared_constraints("lr", "weight_decay", "max_epochs", "batch_size", "device", "random_state",
+                             "verbose"),
+    }
+
+    def __init__(self, backbone=None, teacher=None, align_weight=10.0, attn_layers=None, attn_resolution=8,
+                 aggregation="aligner_then_mean", aligner_hidden=32, aligner_norm="instance", word_key="target",
+                 peft="lora", lora_r=8, lora_alpha=32.0, lora_dropout=0.05, lora_targets=None, lr=1e-4,
+                 weight_decay=0.0, max_epochs=3, batch_size=4, prompt=DEFAULT_PROMPT, image_shape=None,
+                 max_new_tokens=80, device="cpu", random_state=None, verbose=0):
+        self.backbone = backbone
+        self.teacher = teacher
+        self.align_weight = align_weight
+        self.attn_layers = attn_layers
+        self.attn_resolution = attn_resolution
+        self.aggregation = aggregation
+        self.aligner_hidden = aligner_hidden
+        self.aligner_norm = aligner_norm
+        self.word_key = word_key
+        self.peft = peft
+        self.lora_r = lora_r
+        self.lora_alpha = lora_alpha
+        self.lora_dropout = lora_dropout
+        self.lora_targets = lora_targets
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.prompt = prompt
+        self.image_shape = image_shape
+        self.max_new_tokens = max_new_tokens
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------
+    # fitting
+    # ------------------------------------------------------------------
+    def _resolve_trainable_backbone(self):
+        """A private copy of the backbone's TinyVLM, so that fitting never changes the caller's model."""
+        source = self.backbone if self.backbone is not None else "tiny-vlm-scenes"
+        model = getattr(as_backbone(source), "model", None)
+        if not isinstance(model, TinyVLM):
+            raise ValueError(f"LavenderTuner fine-tunes TinyVLM backbones; got {type(source).__name__}. "
+                             "Hugging Face models are not supported by the tuner yet.")
+        model = copy.deepcopy(model).to(self._device())
+        self.backbone_ = as_backbone(model)
+        self.n_layers_ = len(self.backbone_.layers)
+        self.hidden_size_ = int(self.backbone_.hidden_size)
+        return model
+
+    def _targets(self, y, n):
+        if y is None:
+            raise ValueError("LavenderTuner.fit needs y: the target text of each image.")
+        y = np.asarray(y, dtype=object).ravel() if not isinstance(y, str) else None
+        if y is None or len(y) != n:
+            raise ValueError(f"y must hold one target text per image ({n}); got {0 if y is None else len(y)}.")
+        bad = [i for i, text in enumerate(y) if not isinstance(text, str) or not text.strip()]
+        if bad:
+            raise ValueError(f"y must hold non-empty strings; y[{bad[0]}] is {y[bad[0]]!r}.")
+        unknown = sorted({w for text in y for w in self.backbone_.tokenizer.unknown_words(text)})
+        if unknown:
+            raise ValueError(f"the target texts hold words outside the backbone's vocabulary: {unknown[:10]}.")
+        return list(y)
+
+    def _teacher_maps(self, X, images, captions):
+        given = None
+        if hasattr(X, "columns") and "teacher_maps" in X.columns:
+            given = list(X["teacher_maps"])
+        elif isinstance(X, (list, tuple)) and X and all(isinstance(item, dict) for item in X):
+            if any("teacher_maps" in item for item in X):
+                given = [item.get("teacher_maps", {}) for item in X]
+        if given is None and self.teacher is not None:
+            if not hasattr(self.teacher, "word_maps"):
+                raise TypeError(f"teacher must have word_maps(images, captions); got {type(self.teacher).__name__}.")
+            given = self.teacher.word_maps(images, captions)
+        if given is None:
+            if self.align_weight > 0:
+                raise ValueError("LavenderTuner needs a teacher (teacher=...) or per-image 'teacher_maps' in X "
+                                 "when align_weight > 0; align_weight=0 is plain fine-tuning.")
+            given = [{} for _ in images]
+        return check_word_maps(given, len(images), self.attn_resolution, name="teacher maps")
+
+    def _tensors(self, images, prompts, captions, maps=None):
+        tokenizer = self.backbone_.tokenizer
+        prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
+        rows, starts = [], []
+        for prompt, caption in zip(prompts, captions):
+            prefix = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
+            rows.append(prefix + tokenizer.encode(caption) + [tokenizer.eos_token_id])
+            starts.append(len(prefix))
+        width = max(map(len, rows))
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.as_tensor(row)
+        positions = torch.arange(width)
+        lengths, starts = torch.as_tensor([len(r) for r in rows]), torch.as_tensor(starts)
+        tensors = {"ids": ids, "mask": positions < lengths[:, None],
+                   "target": (positions >= starts[:, None]) & (positions < lengths[:, None]),
+                   "images": self.backbone_.images_tensor(images).cpu()}
+        if maps is not None:
+            words = [[w for w in m if w in tokenizer.index and w not in _PUNCTUATION] for m in maps]
+            n_words = max(1, max(map(len, words)))
+            side = self.attn_resolution
+            tensors["teacher_ids"] = torch.full((len(rows), n_words), -1, dtype=torch.long)
+            tensors["teacher_maps"] = torch.zeros(len(rows), n_words, side, side)
+            for i, (m, these) in enumerate(zip(maps, words)):
+                for j, word in enumerate(these):
+                    tensors["teacher_ids"][i, j] = tokenizer.index[word]
+                    tensors["teacher_maps"][i, j] = torch.as_tensor(m[word])
+        return tensors
+
+    def _objective(self, model):
+        layers = self._resolve_layers(self.attn_layers, "attn_layers")
+        n_heads = model.layers[0].n_heads
+        aligner = Aligner(n_heads, self.aligner_hidden, self.aligner_norm) if self.align_weight > 0 else None
+        lora = None
+        for parameter in model.parameters():
+            parameter.requires_grad_(self.peft == "full")
+        if self.peft == "lora":
+            lora = LoRA(model, self.lora_targets or ("qkv",), self.lora_r, self.lora_alpha, self.lora_dropout)
+        return LavenderObjective(model, aligner, lora, layers, self.attn_resolution, self.align_weight,
+                                 self.aggregation, self.word_key)
+
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fine-tune on images ``X`` and target texts ``y``.
+
+        Parameters
+        ----------
+        X : images, list of dicts, DataFrame or 2-D array
+            Dicts and data frames may carry each image's ``"teacher_maps"``.
+        y : sequence of str
+            The target text (caption) of each image.
+
+        Returns
+        -------
+        self : LavenderTuner
+        """
+        model = self._resolve_trainable_backbone()
+        self._check_image_shape()
+        images, prompts = self._read(X, reset=True)
+        if len(images) == 0:
+            raise ValueError("X holds no images.")
+        captions = self._targets(y, len(images))
+        maps = self._teacher_maps(X, images, captions)
+        tensors = self._tensors(images, prompts, captions, maps)
+        seed = self._seed()
+        with seeded(seed):
+            objective = self._objective(model)
+        self.n_matched_words_ = int(self._count_matches(tensors))
+        if self.align_weight > 0 and self.n_matched_words_ == 0:
+            warnings.warn("no word of the target texts has a teacher map: the alignment loss is zero and this is "
+                          "plain fine-tuning. Check that the teacher's words are the captions' words.",
+                          UserWarning, stacklevel=2)
+        model.train()
+        objective, _ = self._fit_module(objective, tensors, None, loss=None, seed=seed)
+        if objective.lora is not None:
+            objective.lora.merge(model)
+        for parameter in model.parameters():
+            parameter.requires_grad_(True)
+        self.backbone_.model = model.eval()
+        self.aligner_ = None if objective.aligner is None else objective.aligner.eval()
+        self.history_ = self._epochs(objective.log, len(images))
+        self.n_iter_ = len(self.history_)
+        return self
+
+    @staticmethod
+    def _count_matches(tensors):
+        keys = tensors["ids"][:, 1:]
+        teacher = tensors["teacher_ids"]
+        hits = (keys[:, :, None] == teacher[:, None, :]) & tensors["target"][:, 1:, None] & (teacher[:, None, :] >= 0)
+        return int(hits.any(1).sum())  # (sample, word) pairs
+
+    def _epochs(self, log, n_samples):
+        steps = -(-n_samples // self.batch_size)
+        history = []
+        for start in range(0, len(log), steps):
+            chunk = np.asarray(log[start:start + steps], dtype=float)
+            history.append({"ce": float(chunk[:, 0].mean()), "alignment": float(chunk[:, 1].mean()),
+                            "n_matched_words": int(chunk[:, 2].sum())})
+        return history
+
+    # ------------------------------------------------------------------
+    # inference
+    # ------------------------------------------------------------------
+    def predict(self, X):
+        """Greedy captions of ``X`` from the fine-tuned model; ndarray of str."""
+        check_is_fitted(self, "backbone_")
+        images, prompts = self._read(X, reset=False)
+        captions = []
+        with torch.inference_mode():
+            for batch, these in self._batches_of(images, prompts):
+                inputs = self.backbone_.build_inputs(batch, these)
+                captions += [self.backbone_.decode(ids) for ids in
+                             generate(self.backbone_, inputs, max_new_tokens=self.max_new_tokens)]
+        out = np.empty(len(captions), dtype=object)
+        out[:] = captions
+        return out
+
+    def _batches_of(self, images, prompts):
+        prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
+        step = max(self.batch_size, 64)
+        for start in range(0, len(images), step):
+            yield images[start:start + step], prompts[start:start + step]
+
+    def score(self, X, y):
+        """Mean log-likelihood per target token of the texts ``y`` given ``X`` (greater is better)."""
+        check_is_fitted(self, "backbone_")
+        images, prompts = self._read(X, reset=False)
+        tensors = self._tensors(images, prompts, self._targets(y, len(images)))
+        model = self.backbone_.model
+        total, count = 0.0, 0
+        with torch.inference_mode():
+            for start in range(0, len(images), 64):
+                part = {k: v[start:start + 64].to(self._device()) for k, v in tensors.items()}
+                hidden, _ = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1])
+                logits = model.logits(hidden[:, model.n_image_tokens:])
+                targeted = part["target"][:, 1:]
+                total -= float(F.cross_entropy(logits[targeted], part["ids"][:, 1:][targeted], reduction="sum"))
+                count += int(targeted.sum())
+        return total / max(count, 1)
+
+    def transform(self, X, y):
+        """The student's aligned per-word maps of the words of ``y``: a list of ``{word: (R, R) map}``."""
+        check_is_fitted(self, "aligner_")
+        if self.aligner_ is None:
+            raise ValueError("transform reads the Aligner, which align_weight=0 does not train.")
+        images, prompts = self._read(X, reset=False)
+        captions = self._targets(y, len(images))
+        tokenizer = self.backbone_.tokenizer
+        side = self.attn_resolution
+        words = [{w: np.zeros((side, side)) for w in tokenizer.words(c) if w not in _PUNCTUATION} for c in captions]
+        tensors = self._tensors(images, prompts, captions, words)
+        model = self.backbone_.model
+        objective = LavenderObjective(model, self.aligner_, None, self._resolve_layers(self.attn_layers, "attn_layers"),
+                                      self.attn_resolution, 1.0, self.aggregation, "target")
+        out = []
+        with torch.inference_mode():
+            output = model(tensors["ids"][:, :-1], images=tensors["images"], token_mask=tensors["mask"][:, :-1],
+                           attention_layers=objective.layers)
+            maps, word_index = objective.student_maps(output[2], tensors["ids"][:, 1:], tensors["target"][:, 1:],
+                                                      tensors["teacher_ids"])
+            n_words = tensors["teacher_ids"].shape[1]
+            pooled, counts = pool_word_maps(maps, word_index, len(images), n_words)
+        for i in range(len(images)):
+            row = {}
+            for j, token in enumerate(tensors["teacher_ids"][i].tolist()):
+                if token >= 0 and counts[i, j] > 0:
+                    row[tokenizer.vocabulary[token]] = pooled[i, j].reshape(side, side).numpy()
+            out.append(row)
+        return out
