@@ -1,0 +1,214 @@
+"""``skicml pretrain tiny-diffusion-teacher``: train the shipped diffusion teacher of Lavender.
+
+The recipe behind ``skicml/vlm/_lavender/_weights/``::
+
+    skicml pretrain tiny-diffusion-teacher --checkpoint run.pt --max-minutes 20   # resumable
+    skicml pretrain tiny-diffusion-teacher --checkpoint run.pt --export tiny_diffusion_scenes.pt
+
+A text-conditioned DDPM (:class:`TinyDiffusionTeacher`'s network) learns to
+denoise :func:`skicml.datasets.make_object_scenes` images given their
+captions, on scenes with the co-occurrence bias the shipped TinyVLM saw
+(each class pulls in its partner with probability 0.8). Progress is judged
+the way Lavender uses the teacher: the pointing accuracy of its per-word
+maps (does a colour or shape word's map peak on an object of that colour or
+shape) on unbiased held-out scenes. The export also records a calibration
+table: pointing accuracy per extraction timestep and block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+from ..._weights import recipe_command, save_module
+from ...datasets import make_object_scenes
+from ...utils.training import pretrain
+from .._grounding import pointing_accuracy
+from .._text import WordTokenizer, scene_vocabulary
+from ._diffusion_teacher import TinyDiffusionTeacher, pool_word_maps
+from ._teacher_model import TeacherDDPM
+
+__all__ = ["main"]
+
+#: ``skicml pretrain tiny-diffusion-teacher`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
+RECIPE_NAME = "tiny-diffusion-teacher"
+#: Held-out scenes of the pointing evaluation (unbiased, 2 to 4 objects as in the Lavender spec's probe).
+EVAL_SEED = 777
+CALIBRATION_TIMESTEPS = (2, 5, 10, 20, 50, 90)
+
+
+class SceneBatches:
+    """Random batches of (image in [-1, 1], padded caption word ids)."""
+
+    def __init__(self, images, captions, tokenizer, batch_size, seed):
+        rows = [tokenizer.encode(c) for c in captions]
+        self.word_ids = torch.full((len(rows), max(map(len, rows))), tokenizer.pad_token_id, dtype=torch.long)
+        for i, row in enumerate(rows):
+            self.word_ids[i, :len(row)] = torch.as_tensor(row)
+        self.lengths = torch.as_tensor([len(r) for r in rows])
+        self.images = torch.as_tensor(images).permute(0, 3, 1, 2).contiguous()  # uint8, 4x smaller than float
+        self.batch_size = batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step = 0
+
+    def sample(self):
+        self.step += 1
+        index = torch.randint(len(self.images), (self.batch_size,), generator=self.generator)
+        width = int(self.lengths[index].max())
+        return {"images": self.images[index].float() / 127.5 - 1, "word_ids": self.word_ids[index, :width]}
+
+    def state_dict(self):
+        return {"step": self.step, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state):
+        self.step = int(state["step"])
+        self.generator.set_state(state["generator"])
+
+
+def denoising_loss(model, batch):
+    return model(batch["images"], batch["word_ids"])
+
+
+def held_out_scenes(n_scenes, image_size=48, seed=EVAL_SEED):
+    """Unbiased scenes of 2 to 4 objects with their masks: ``(images, captions, objects, masks)``."""
+    return make_object_scenes(n_scenes, image_size=image_size, min_objects=2, max_objects=4, cooccurrence=0.0,
+                              return_masks=True, random_state=seed)
+
+
+def pointing_report(model, vocabulary, scenes, extract_timesteps=(2, 5, 10), extract_blocks=None):
+    """Pointing accuracy of the teacher's maps on ``scenes``: ``{"color", "shape", "all", ...}``."""
+    images, captions, objects, masks = scenes
+    teacher = TinyDiffusionTeacher._from_module(model, vocabulary, extract_timesteps=extract_timesteps,
+                                                extract_blocks=extract_blocks, batch_size=100, device="cpu")
+    return pointing_accuracy(teacher.word_maps(images, captions), objects, masks)
+
+
+def calibration_table(model, vocabulary, scenes, timesteps=CALIBRATION_TIMESTEPS):
+    """Pointing accuracy (shape, colour) per timestep and block, block means, and means over low timesteps."""
+    images, captions, objects, masks = scenes
+    teacher = TinyDiffusionTeacher._from_module(model, vocabulary, batch_size=100, device="cpu")
+    n_blocks = len(model.blocks)
+    per = {}  # (t, block) -> attention (n, g, g, S)
+    words = None
+    for t in timesteps:
+        for block in range(n_blocks):
+            teacher.extract_timesteps_, teacher.extract_blocks_ = [t], [block]
+            per[t, block], words = teacher.word_attention(images, captions)
+
+    def score(attention):
+        result = pointing_accuracy(pool_word_maps(attention, words, vocabulary), objects, masks)
+        return [round(100 * result["shape"], 1), round(100 * result["color"], 1)]
+
+    table = {}
+    for t in timesteps:
+        row = {f"block {b}": score(per[t, b]) for b in range(n_blocks)}
+        row["mean of blocks"] = score(np.mean([per[t, b] for b in range(n_blocks)], axis=0))
+        table[f"t={t}"] = row
+    low = [t for t in timesteps if t <= 10]
+    table["mean over t in " + ",".join(map(str, low))] = {
+        **{f"block {b}": score(np.mean([per[t, b] for t in low], axis=0)) for b in range(n_blocks)},
+        "mean of blocks": score(np.mean([per[t, b] for t in low for b in range(n_blocks)], axis=0)),
+    }
+    return table
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="skicml pretrain tiny-diffusion-teacher",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--scenes", type=int, default=12000, help="training scenes")
+    parser.add_argument("--cooccurrence", type=float, default=0.8, help="partner pull probability in training")
+    parser.add_argument("--image-size", type=int, default=48)
+    parser.add_argument("--patch", type=int, default=6)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--n-layers", type=int, default=3)
+    parser.add_argument("--n-heads", type=int, default=4)
+    parser.add_argument("--n-steps", type=int, default=100, help="timesteps of the noise schedule")
+    parser.add_argument("--beta-max", type=float, default=0.05)
+    parser.add_argument("--caption-dropout", type=float, default=0.1)
+    parser.add_argument("--steps", type=int, default=1500, help="optimiser steps")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--eval-scenes", type=int, default=300)
+    parser.add_argument("--extract-timesteps", type=int, nargs="+", default=[2, 5, 10])
+    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
+    parser.add_argument("--export", default=None, help="write the shippable model file here")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = WordTokenizer(scene_vocabulary())
+    images, captions, _ = make_object_scenes(args.scenes, image_size=args.image_size,
+                                             cooccurrence=args.cooccurrence, random_state=args.seed + 1)
+    source = SceneBatches(images, captions, tokenizer, args.batch_size, args.seed)
+    torch.manual_seed(args.seed)
+    model = TeacherDDPM(len(tokenizer), image_size=args.image_size, patch=args.patch, d_model=args.d_model,
+                        n_layers=args.n_layers, n_heads=args.n_heads, n_steps=args.n_steps, beta_max=args.beta_max,
+                        caption_dropout=args.caption_dropout, pad_id=tokenizer.pad_token_id,
+                        start_id=tokenizer.bos_token_id)
+    scenes = held_out_scenes(args.eval_scenes, args.image_size)
+
+    def evaluate(module, step):
+        report = pointing_report(module, tokenizer.vocabulary, scenes, args.extract_timesteps)
+        return {"pointing_shape": report["shape"], "pointing_color": report["color"]}
+
+    history = pretrain(
+        model, source, denoising_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
+        warmup_fraction=0.05, grad_clip=1.0, device="cpu", checkpoint_path=args.checkpoint,
+        checkpoint_every=100, callback=evaluate, callback_every=args.eval_every,
+        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
+        verbose=0 if args.quiet else 1, desc=RECIPE_NAME,
+    )
+    for metrics in history["metrics"]:
+        print(f"step {metrics['step']}: pointing shape {metrics['pointing_shape']:.3f}, "
+              f"colour {metrics['pointing_color']:.3f}", flush=True)
+    if history["step"] < args.steps:
+        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
+        return 0
+    if args.export:
+        model.eval()
+        report = pointing_report(model, tokenizer.vocabulary, scenes, args.extract_timesteps)
+        table = calibration_table(model, tokenizer.vocabulary, scenes)
+        for row, cells in table.items():
+            print(f"{row}: " + "  ".join(f"{k} {v[0]}/{v[1]}" for k, v in cells.items()), flush=True)
+        provenance = {
+            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
+            "data": (f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
+                     f"cooccurrence={args.cooccurrence}, image_size={args.image_size})"),
+            "steps": history["step"],
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "seed": args.seed,
+            "final_loss": round(float(np.mean(history["loss"][-100:])), 4),
+            "pointing_accuracy": {
+                "scenes": (f"{args.eval_scenes} unbiased held-out make_object_scenes scenes (random_state="
+                           f"{EVAL_SEED}, 2-4 objects)"),
+                "extract_timesteps": list(args.extract_timesteps),
+                "shape": round(report["shape"], 4), "color": round(report["color"], 4),
+                "n_shape": report["n_shape"], "n_color": report["n_color"],
+            },
+            "calibration_shape_color_percent": table,
+            "train_minutes": round(history["seconds"] / 60, 1),
+            "threads": torch.get_num_threads(),
+            "torch": str(torch.__version__),
+        }
+        config = {**model.config, "vocabulary": list(tokenizer.vocabulary)}
+        digest = save_module(args.export, model, config, provenance, dtype=torch.float16)
+        print(f"pointing shape {report['shape']:.3f}, colour {report['color']:.3f}\n"
+              f"wrote {args.export} (sha256 {digest})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
