@@ -1,27 +1,37 @@
 """Causal vision-language models: the backbone protocol, TinyVLM, and the methods that steer or tune them.
 
 VISTA (:class:`VISTASteerer`) steers decoding against object hallucination;
-the protocol (:func:`as_backbone`, :class:`HFLlavaAdapter`,
-:class:`CallableAdapter`) lets it drive any causal VLM with forward hooks,
-and :class:`TinyVLM` is the small model skicml trains and ships for it.
+Lavender (:class:`LavenderTuner`) fine-tunes a model so that its
+text-to-image attention follows a teacher's per-word maps
+(:class:`TinyDiffusionTeacher`, :class:`OracleMaskTeacher`). The protocol
+(:func:`as_backbone`, :class:`HFLlavaAdapter`, :class:`CallableAdapter`)
+lets VISTA drive any causal VLM with forward hooks, and :class:`TinyVLM` is
+the small model skicml trains and ships for both.
 """
 
 from .._weights import register_weights
 from ._backbone import CallableAdapter, HFLlavaAdapter, as_backbone, check_backbone
 from ._chair import chair, chair_mentions, make_chair_scorer
 from ._generate import generate
+from ._grounding import pointing_accuracy
+from ._lavender import Aligner, LavenderTuner, OracleMaskTeacher, TinyDiffusionTeacher, align_loss
 from ._model import TinyVLM
 from ._pretrained import load_tiny_vlm, save_tiny_vlm
 from ._text import scene_vocabulary
 from ._vista import VISTA_PRESETS, VISTASteerer, VisualSteeringVector
 
 __all__ = [
+    "Aligner",
     "CallableAdapter",
     "HFLlavaAdapter",
+    "LavenderTuner",
+    "OracleMaskTeacher",
+    "TinyDiffusionTeacher",
     "TinyVLM",
     "VISTA_PRESETS",
     "VISTASteerer",
     "VisualSteeringVector",
+    "align_loss",
     "as_backbone",
     "chair",
     "chair_mentions",
@@ -29,6 +39,7 @@ __all__ = [
     "generate",
     "load_tiny_vlm",
     "make_chair_scorer",
+    "pointing_accuracy",
     "save_tiny_vlm",
     "scene_vocabulary",
 ]

@@ -208,12 +208,12 @@ def test_fitting_twice_with_one_seed_is_deterministic(scenes):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_predict_score_and_transform(scenes):
+def test_predict_score_and_word_maps(scenes):
     images, captions, _, _ = scenes
     fitted = tuner(scenes, max_new_tokens=5).fit(images, captions)
     assert fitted.predict(images[:3]).shape == (3,)
     assert fitted.score(images, captions) < 0
-    maps = fitted.transform(images[:2], captions[:2])
+    maps = fitted.word_maps(images[:2], captions[:2])
     assert len(maps) == 2 and "a" in maps[0]
     for word_map in maps[0].values():
         assert word_map.shape == (8, 8) and 0 <= word_map.min() and word_map.max() <= 1

@@ -3,6 +3,9 @@
 Re-exported by :mod:`skicml.vlm`; import from there.
 """
 
+from ._align import Aligner, align_loss
 from ._diffusion_teacher import TinyDiffusionTeacher
+from ._teachers import OracleMaskTeacher
+from ._tuner import LavenderTuner
 
-__all__ = ["TinyDiffusionTeacher"]
+__all__ = ["Aligner", "LavenderTuner", "OracleMaskTeacher", "TinyDiffusionTeacher", "align_loss"]

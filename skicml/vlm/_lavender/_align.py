@@ -43,7 +43,7 @@ class Aligner(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from skicml.vlm._lavender._align import Aligner
+    >>> from skicml.vlm import Aligner
     >>> aligner = Aligner(32)
     >>> sum(p.numel() for p in aligner.parameters())  # the official 27,681
     27681

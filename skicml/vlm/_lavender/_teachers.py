@@ -43,7 +43,7 @@ class OracleMaskTeacher:
     Examples
     --------
     >>> from skicml.datasets import make_object_scenes
-    >>> from skicml.vlm._lavender._teachers import OracleMaskTeacher
+    >>> from skicml.vlm import OracleMaskTeacher
     >>> images, captions, objects, masks = make_object_scenes(4, return_masks=True, random_state=0)
     >>> teacher = OracleMaskTeacher(images, objects, masks)
     >>> maps = teacher.word_maps(images[:2], captions[:2])

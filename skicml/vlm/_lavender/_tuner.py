@@ -181,9 +181,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     Examples
     --------
     >>> from skicml.datasets import make_object_scenes
-    >>> from skicml.vlm import TinyVLM, scene_vocabulary
-    >>> from skicml.vlm._lavender._teachers import OracleMaskTeacher
-    >>> from skicml.vlm._lavender._tuner import LavenderTuner
+    >>> from skicml.vlm import LavenderTuner, OracleMaskTeacher, TinyVLM, scene_vocabulary
     >>> images, captions, objects, masks = make_object_scenes(8, return_masks=True, random_state=0)
     >>> model = TinyVLM(scene_vocabulary(), hidden_size=32, num_layers=2, head_dim=16)
     >>> tuner = LavenderTuner(backbone=model, teacher=OracleMaskTeacher(images, objects, masks),
@@ -262,13 +260,15 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
 
     def _targets(self, y, n):
         if y is None:
-            raise ValueError("LavenderTuner.fit needs y: the target text of each image.")
+            raise ValueError("LavenderTuner requires y to be passed, but the target y is None: give the target "
+                             "text of each image.")
         y = np.asarray(y, dtype=object).ravel() if not isinstance(y, str) else None
         if y is None or len(y) != n:
             raise ValueError(f"y must hold one target text per image ({n}); got {0 if y is None else len(y)}.")
         bad = [i for i, text in enumerate(y) if not isinstance(text, str) or not text.strip()]
         if bad:
-            raise ValueError(f"y must hold non-empty strings; y[{bad[0]}] is {y[bad[0]]!r}.")
+            raise ValueError(f"y must hold the target text of each image, non-empty strings; y[{bad[0]}] is "
+                             f"{y[bad[0]]!r}.")
         unknown = sorted({w for text in y for w in self.backbone_.tokenizer.unknown_words(text)})
         if unknown:
             raise ValueError(f"the target texts hold words outside the backbone's vocabulary: {unknown[:10]}.")
@@ -392,6 +392,27 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                             "n_matched_words": int(chunk[:, 2].sum())})
         return history
 
+    #: Checks that fit with numeric class labels, which a caption model cannot learn from.
+    _NUMERIC_LABEL_CHECKS = (
+        "check_fit_score_takes_y", "check_estimators_overwrite_params", "check_dont_overwrite_parameters",
+        "check_estimators_fit_returns_self", "check_readonly_memmap_input", "check_n_features_in_after_fitting",
+        "check_positive_only_tag_during_fit", "check_estimators_dtypes", "check_dtype_object",
+        "check_pipeline_consistency", "check_estimators_nan_inf", "check_estimators_pickle",
+        "check_f_contiguous_array_estimator", "check_methods_sample_order_invariance",
+        "check_methods_subset_invariance", "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
+        "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in", "check_fit2d_predict1d",
+    )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        reason = ("fit reads y as the target text of each image and refuses numeric labels with a clear error; "
+                  "this check fits on numeric labels. tests/vlm/test_lavender.py checks fitting, determinism, "
+                  "pickling and batch independence on captions")
+        tags.expected_failed_checks = {**tags.expected_failed_checks,
+                                       **{name: reason for name in self._NUMERIC_LABEL_CHECKS}}
+        tags.target_tags.required = True
+        return tags
+
     # ------------------------------------------------------------------
     # inference
     # ------------------------------------------------------------------
@@ -432,11 +453,29 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                 count += int(targeted.sum())
         return total / max(count, 1)
 
-    def transform(self, X, y):
-        """The student's aligned per-word maps of the words of ``y``: a list of ``{word: (R, R) map}``."""
+    def word_maps(self, X, y):
+        """The student's aligned per-word maps of the words of the texts ``y``, as a teacher gives them.
+
+        The map of a word is the model's attention from each query that
+        predicts the word to the image, through the trained Aligner,
+        averaged over the word's positions and min-max scaled: the maps the
+        alignment loss compares with the teacher's, in the teacher's format
+        (the spec's ``transform``; a scikit-learn transformer must return
+        an array).
+
+        Parameters
+        ----------
+        X : images, list of dicts, DataFrame or 2-D array
+        y : sequence of str
+
+        Returns
+        -------
+        list of dict
+            One ``{word: (attn_resolution, attn_resolution) map}`` per image.
+        """
         check_is_fitted(self, "aligner_")
         if self.aligner_ is None:
-            raise ValueError("transform reads the Aligner, which align_weight=0 does not train.")
+            raise ValueError("word_maps reads the Aligner, which align_weight=0 does not train.")
         images, prompts = self._read(X, reset=False)
         captions = self._targets(y, len(images))
         tokenizer = self.backbone_.tokenizer
