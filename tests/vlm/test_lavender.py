@@ -217,6 +217,12 @@ def test_predict_score_and_word_maps(scenes):
     assert len(maps) == 2 and "a" in maps[0]
     for word_map in maps[0].values():
         assert word_map.shape == (8, 8) and 0 <= word_map.min() and word_map.max() <= 1
+    raw = fitted.word_maps(images[:2], captions[:2], aligned=False)
+    assert raw[0].keys() == maps[0].keys()
+    plain = tuner(scenes, align_weight=0.0).fit(images, captions)
+    assert plain.word_maps(images[:1], captions[:1], aligned=False)[0].keys() == maps[0].keys()
+    with pytest.raises(ValueError, match="aligned=False"):
+        plain.word_maps(images[:1], captions[:1])
 
 
 def test_teacher_maps_given_in_x_win_over_the_teacher(scenes):

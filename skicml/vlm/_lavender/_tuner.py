@@ -87,7 +87,9 @@ class LavenderObjective(torch.nn.Module):
         sequence_rows = torch.stack([rows[:, 0], rows[:, 1] + n_image], dim=1)
         raw = attention_maps(probabilities, sequence_rows, slice(0, n_image), self.grid, self.resolution)
         n, n_layers, n_heads = raw.shape[:3]
-        if self.aggregation == "aligner_then_mean":
+        if self.aligner is None:  # the raw attention, as the spec's probes read it
+            aligned = minmax_maps(raw.mean((1, 2)).reshape(n, self.resolution ** 2))
+        elif self.aggregation == "aligner_then_mean":
             aligned = self.aligner(raw.reshape(n * n_layers, n_heads, self.resolution, self.resolution))
             aligned = minmax_maps(aligned.reshape(n, n_layers, self.resolution ** 2)).mean(1)
         else:
@@ -453,29 +455,35 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                 count += int(targeted.sum())
         return total / max(count, 1)
 
-    def word_maps(self, X, y):
-        """The student's aligned per-word maps of the words of the texts ``y``, as a teacher gives them.
+    def word_maps(self, X, y, aligned=True):
+        """The student's per-word maps of the words of the texts ``y``, as a teacher gives them.
 
         The map of a word is the model's attention from each query that
-        predicts the word to the image, through the trained Aligner,
-        averaged over the word's positions and min-max scaled: the maps the
-        alignment loss compares with the teacher's, in the teacher's format
-        (the spec's ``transform``; a scikit-learn transformer must return
-        an array).
+        predicts the word to the image, averaged over the word's positions
+        and min-max scaled. With ``aligned=True`` it goes through the
+        trained Aligner first: the maps the alignment loss compares with the
+        teacher's (the spec's ``transform``; a scikit-learn transform must
+        return an array). With ``aligned=False`` it is the raw attention,
+        the mean over heads and the aligned layers: what the model itself
+        attends to, comparable across fine-tuning arms (including
+        ``align_weight=0``, which trains no Aligner).
 
         Parameters
         ----------
         X : images, list of dicts, DataFrame or 2-D array
         y : sequence of str
+        aligned : bool, default=True
 
         Returns
         -------
         list of dict
-            One ``{word: (attn_resolution, attn_resolution) map}`` per image.
+            One ``{word: (attn_resolution, attn_resolution) map}`` per image,
+            for the words of its text (punctuation left out).
         """
-        check_is_fitted(self, "aligner_")
-        if self.aligner_ is None:
-            raise ValueError("word_maps reads the Aligner, which align_weight=0 does not train.")
+        check_is_fitted(self, "backbone_")
+        if aligned and self.aligner_ is None:
+            raise ValueError("aligned maps read the Aligner, which align_weight=0 does not train; "
+                             "use aligned=False for the raw attention.")
         images, prompts = self._read(X, reset=False)
         captions = self._targets(y, len(images))
         tokenizer = self.backbone_.tokenizer
@@ -483,20 +491,23 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         words = [{w: np.zeros((side, side)) for w in tokenizer.words(c) if w not in _PUNCTUATION} for c in captions]
         tensors = self._tensors(images, prompts, captions, words)
         model = self.backbone_.model
-        objective = LavenderObjective(model, self.aligner_, None, self._resolve_layers(self.attn_layers, "attn_layers"),
-                                      self.attn_resolution, 1.0, self.aggregation, "target")
+        objective = LavenderObjective(model, self.aligner_ if aligned else None, None,
+                                      self._resolve_layers(self.attn_layers, "attn_layers"), side, 1.0,
+                                      self.aggregation, "target")
         out = []
         with torch.inference_mode():
-            output = model(tensors["ids"][:, :-1], images=tensors["images"], token_mask=tensors["mask"][:, :-1],
-                           attention_layers=objective.layers)
-            maps, word_index = objective.student_maps(output[2], tensors["ids"][:, 1:], tensors["target"][:, 1:],
-                                                      tensors["teacher_ids"])
-            n_words = tensors["teacher_ids"].shape[1]
-            pooled, counts = pool_word_maps(maps, word_index, len(images), n_words)
-        for i in range(len(images)):
-            row = {}
-            for j, token in enumerate(tensors["teacher_ids"][i].tolist()):
-                if token >= 0 and counts[i, j] > 0:
-                    row[tokenizer.vocabulary[token]] = pooled[i, j].reshape(side, side).numpy()
-            out.append(row)
+            for start in range(0, len(images), 64):
+                part = {k: v[start:start + 64].to(self._device()) for k, v in tensors.items()}
+                output = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1],
+                               attention_layers=objective.layers)
+                maps, word_index = objective.student_maps(output[2], part["ids"][:, 1:], part["target"][:, 1:],
+                                                          part["teacher_ids"])
+                n_words = part["teacher_ids"].shape[1]
+                pooled, counts = pool_word_maps(maps, word_index, len(part["ids"]), n_words)
+                for i in range(len(part["ids"])):
+                    row = {}
+                    for j, token in enumerate(part["teacher_ids"][i].tolist()):
+                        if token >= 0 and counts[i, j] > 0:
+                            row[tokenizer.vocabulary[token]] = pooled[i, j].reshape(side, side).cpu().numpy()
+                    out.append(row)
         return out
