@@ -172,17 +172,25 @@ class RectifiedFlow(nn.Module):
 
     @torch.no_grad()
     def sample(self, velocity_fn, shape, *, n_steps=20, sampler="euler", generator=None, device=None,
-               dtype=torch.float32):
+               dtype=torch.float32, noise=None):
         """Integrate ``dx/dt = velocity_fn(x, t)`` from noise at 0 to 1 in ``n_steps`` equal steps.
 
         ``sampler="heun"`` adds Heun's corrector (two evaluations a step, but
-        the last); ``"euler"`` is the plain Euler method.
+        the last); ``"euler"`` is the plain Euler method. ``noise``, a tensor
+        of ``shape``, is the starting point instead of a fresh draw (a caller
+        that shares one draw over a batch, so that a sample does not depend
+        on its batch).
         """
         if sampler not in ("euler", "heun"):
             raise ValueError(f"sampler={sampler!r}; expected 'euler' or 'heun'.")
         if int(n_steps) != n_steps or n_steps < 1:
             raise ValueError(f"n_steps={n_steps!r}; expected a whole number >= 1.")
-        x = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+        if noise is not None:
+            if tuple(noise.shape) != tuple(shape):
+                raise ValueError(f"noise has shape {tuple(noise.shape)}, expected {tuple(shape)}.")
+            x = noise.to(device=noise.device if device is None else device, dtype=dtype)
+        else:
+            x = torch.randn(shape, generator=generator, device=device, dtype=dtype)
         times = torch.linspace(0, 1, int(n_steps) + 1, device=x.device, dtype=dtype)
         for start, end in zip(times[:-1], times[1:]):
             t = start.expand(shape[0])

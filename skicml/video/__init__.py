@@ -22,6 +22,9 @@ Video Generation from World Model: A Physical Law Perspective":
 - :func:`nearest_training_case`, :func:`infer_attributes`,
   :func:`attribute_priority_report`, :func:`video_similarity`: the
   case-based analyses, and PSNR / SSIM.
+- :class:`VideoWorldModel`: a conditional video diffusion transformer
+  (factorised space-time attention, flow matching) that predicts the
+  future frames.
 - :class:`CaseBasedVideoPredictor` and :class:`PhysicsOraclePredictor`: the
   memorising and the law-abiding reference predictors.
 
@@ -35,6 +38,7 @@ from ._frames import check_video_frames
 from ._physics import (
     CaseBasedVideoPredictor,
     PhysicsOraclePredictor,
+    VideoWorldModel,
     attribute_priority_report,
     infer_attributes,
     nearest_training_case,
@@ -65,6 +69,7 @@ __all__ = [
     "DifferentialKeyframeSelector",
     "PhysicsOraclePredictor",
     "VideoEmbedding",
+    "VideoWorldModel",
     "ViLAMPClassifier",
     "ViLAMPCompressor",
     "ViLAMPNetwork",

@@ -1,4 +1,4 @@
-"""The physics world-model testbed of Kang et al. (ICML 2025): evaluators and reference predictors.
+"""The physics world-model testbed of Kang et al. (ICML 2025): the video model, evaluators and references.
 
 The simulator, renderer and data live in :mod:`skicml.datasets`
 (:func:`~skicml.datasets.simulate_physics`, :func:`~skicml.datasets.render_videos`,
@@ -15,10 +15,12 @@ from ._evaluation import (
     video_similarity,
 )
 from ._predictors import CaseBasedVideoPredictor, PhysicsOraclePredictor
+from ._world_model import VideoWorldModel
 
 __all__ = [
     "CaseBasedVideoPredictor",
     "PhysicsOraclePredictor",
+    "VideoWorldModel",
     "attribute_priority_report",
     "infer_attributes",
     "nearest_training_case",
