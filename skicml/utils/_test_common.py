@@ -87,6 +87,10 @@ TEST_PARAMS = {
                                n_point_prompts=2, n_token_prompts=2, adapter_dim=4, head_hidden=0,
                                normalize=False, augment=None, max_epochs=8, batch_size=100, lr=5e-2,
                                validation_fraction=None, dtype="float64", random_state=0, device="cpu"),
+    # Generic rows are one "frame" of features; float64 for the batch-invariance checks.
+    # tests/video/test_physics_world_model.py trains on rendered videos.
+    "VideoWorldModel": dict(d_model=8, depth=1, n_heads=2, max_epochs=2, n_sampling_steps=2, dtype="float64",
+                            random_state=0, device="cpu"),
     "RaceDiTGenerator": dict(hidden_dim=8, depth=1, n_heads=2, n_experts=2, top_k=1.0, n_timesteps=10,
                              max_epochs=2, batch_size=64, random_state=0, device="cpu"),
     # A random three-layer TinyVLM (written to a file in construct_instance):
