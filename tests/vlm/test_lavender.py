@@ -190,6 +190,20 @@ def test_the_alignment_loss_falls_with_training(scenes):
     assert alignment[-1] < 0.8 * alignment[0]
 
 
+def test_without_an_aligner_the_models_own_attention_moves_towards_the_teacher(scenes):
+    images, captions, objects, masks = scenes
+    plain = tuner(scenes, align_weight=0.0, max_epochs=8, batch_size=6, lr=3e-2).fit(images, captions)
+    aligned = tuner(scenes, aggregation="mean", max_epochs=8, batch_size=6, lr=3e-2).fit(images, captions)
+    assert aligned.aligner_ is None
+    teacher = OracleMaskTeacher(images, objects, masks).word_maps(images, captions)
+
+    def error(fitted):
+        student = fitted.word_maps(images, captions, aligned=False)
+        return np.mean([((s[w] - t[w]) ** 2).mean() for s, t in zip(student, teacher) for w in t if w in s])
+
+    assert error(aligned) < 0.7 * error(plain)
+
+
 def test_lora_leaves_the_callers_model_untouched_and_merges_into_the_copy(scenes):
     images, captions, _, _ = scenes
     model = tiny_model()

@@ -136,9 +136,13 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     attn_resolution : int, default=8
         Side of the maps compared; the paper's is 32 (Stable Diffusion's
         latent grid). Teacher maps of another size are area-resized.
-    aggregation : {"aligner_then_mean", "mean_then_aligner"}, default="aligner_then_mean"
+    aggregation : {"aligner_then_mean", "mean_then_aligner", "mean"}, default="aligner_then_mean"
         Apply the Aligner to each layer's map and average (the official
-        default), or average the layers first.
+        default), average the layers first, or align the mean over heads and
+        layers itself, with no Aligner (the official ``diffag_skip_proj``
+        idea): then only the model's own attention can move towards the
+        teacher's maps, where an Aligner can also learn to read them out of
+        a few heads.
     aligner_hidden : int, default=32
     aligner_norm : {"instance", "batch", "group"} or None, default="instance"
     word_key : {"target", "predicted"}, default="target"
@@ -170,7 +174,8 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     backbone_ : backbone
         The fine-tuned model (adapters merged) behind the protocol.
     aligner_ : Aligner or None
-        The trained Aligner (None at ``align_weight=0``).
+        The trained Aligner (None at ``align_weight=0`` and with
+        ``aggregation="mean"``).
     history_ : list of dict
         Per epoch: mean ``ce``, mean ``alignment`` and ``n_matched_words``.
     n_matched_words_ : int
@@ -198,7 +203,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         "align_weight": [Interval(Real, 0, None, closed="left")],
         "attn_layers": ["array-like", None],
         "attn_resolution": [Interval(Integral, 1, None, closed="left")],
-        "aggregation": [StrOptions({"aligner_then_mean", "mean_then_aligner"})],
+        "aggregation": [StrOptions({"aligner_then_mean", "mean_then_aligner", "mean"})],
         "aligner_hidden": [Interval(Integral, 1, None, closed="left")],
         "aligner_norm": [StrOptions({"instance", "batch", "group"}), None],
         "word_key": [StrOptions({"target", "predicted"})],
@@ -326,7 +331,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     def _objective(self, model):
         layers = self._resolve_layers(self.attn_layers, "attn_layers")
         n_heads = model.layers[0].n_heads
-        aligner = Aligner(n_heads, self.aligner_hidden, self.aligner_norm) if self.align_weight > 0 else None
+        aligner = None
+        if self.align_weight > 0 and self.aggregation != "mean":
+            aligner = Aligner(n_heads, self.aligner_hidden, self.aligner_norm)
         lora = None
         for parameter in model.parameters():
             parameter.requires_grad_(self.peft == "full")
@@ -482,8 +489,8 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         """
         check_is_fitted(self, "backbone_")
         if aligned and self.aligner_ is None:
-            raise ValueError("aligned maps read the Aligner, which align_weight=0 does not train; "
-                             "use aligned=False for the raw attention.")
+            raise ValueError("aligned maps read the Aligner, which align_weight=0 and aggregation='mean' do not "
+                             "train; use aligned=False for the raw attention.")
         images, prompts = self._read(X, reset=False)
         captions = self._targets(y, len(images))
         tokenizer = self.backbone_.tokenizer
