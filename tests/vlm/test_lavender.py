@@ -266,3 +266,13 @@ def test_bad_inputs_get_clear_errors(scenes):
     with pytest.warns(UserWarning, match="no word of the target texts has a teacher map"):
         tuner(scenes, teacher=None).fit([{"image": i, "teacher_maps": {"zebra": np.ones((8, 8))}} for i in images],
                                         captions)
+
+
+def test_an_unfitted_estimator_teacher_is_fitted_as_a_copy(scenes):
+    from skicml.vlm import TinyDiffusionTeacher
+
+    images, captions, _, _ = scenes
+    teacher = TinyDiffusionTeacher(d_model=16, n_layers=1, max_epochs=1, random_state=0)
+    fitted = tuner(scenes, teacher=teacher).fit(images, captions)
+    assert not hasattr(teacher, "module_") and hasattr(fitted.teacher_, "module_")
+    assert fitted.n_matched_words_ > 0

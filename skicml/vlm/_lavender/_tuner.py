@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ...base import TorchEstimatorMixin, seeded
@@ -126,7 +127,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         The model to fine-tune (copied, never changed); None is the shipped
         ``tiny-vlm-scenes``.
     teacher : object or None, default=None
-        Has ``word_maps(images, captions) -> list of {word: (R, R) map}``.
+        Has ``word_maps(images, captions) -> list of {word: (R, R) map}``;
+        an unfitted estimator (a :class:`TinyDiffusionTeacher` without
+        ``pretrained``) is first fitted, as a copy, on the training pairs.
         Maps given in ``X`` (a ``"teacher_maps"`` key or column) win. Needed
         unless ``align_weight=0`` (plain fine-tuning, the baseline).
     align_weight : float, default=10.0
@@ -173,6 +176,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     ----------
     backbone_ : backbone
         The fine-tuned model (adapters merged) behind the protocol.
+    teacher_ : object or None
+        The teacher the maps came from: ``teacher`` itself, or a fitted copy
+        of it when it was an unfitted estimator.
     aligner_ : Aligner or None
         The trained Aligner (None at ``align_weight=0`` and with
         ``aggregation="mean"``).
@@ -288,10 +294,17 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         elif isinstance(X, (list, tuple)) and X and all(isinstance(item, dict) for item in X):
             if any("teacher_maps" in item for item in X):
                 given = [item.get("teacher_maps", {}) for item in X]
+        self.teacher_ = self.teacher
         if given is None and self.teacher is not None:
             if not hasattr(self.teacher, "word_maps"):
                 raise TypeError(f"teacher must have word_maps(images, captions); got {type(self.teacher).__name__}.")
-            given = self.teacher.word_maps(images, captions)
+            if isinstance(self.teacher, BaseEstimator):
+                try:
+                    check_is_fitted(self.teacher)
+                except NotFittedError:
+                    # An unfitted estimator teacher learns the training pairs (a copy: the caller's stays as it is).
+                    self.teacher_ = clone(self.teacher).fit(images, captions)
+            given = self.teacher_.word_maps(images, captions)
         if given is None:
             if self.align_weight > 0:
                 raise ValueError("LavenderTuner needs a teacher (teacher=...) or per-image 'teacher_maps' in X "
