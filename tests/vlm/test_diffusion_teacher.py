@@ -42,6 +42,26 @@ def test_cross_attention_of_the_network_sums_to_one_over_the_caption_and_is_zero
         assert (probabilities[0, :, :, 3:] == 0).all()  # the padding of the first caption
 
 
+def test_a_patch_attention_peak_lands_on_its_row_and_column(teacher, monkeypatch):
+    # Patch 6 of the 4 x 4 grid is row 1, column 2 (patches are read rows first).
+    module = teacher.module_
+
+    def denoise(x_t, t, word_ids, return_attention=False):
+        probabilities = torch.zeros(len(x_t), 2, 16, 1 + word_ids.shape[1])
+        probabilities[:, :, :, 0] = 1.0
+        probabilities[:, :, 6, 0], probabilities[:, :, 6, 2] = 0.0, 1.0  # the second word, "circle"
+        return torch.zeros_like(x_t), [probabilities] * len(module.blocks)
+
+    monkeypatch.setattr(module, "denoise", denoise)
+    images = make_object_scenes(1, image_size=SIZE, random_state=3)[0]
+    circle = teacher.word_maps(images, ["red circle"])[0]["circle"]
+    expected = np.zeros((4, 4), dtype=np.float32)
+    expected[1, 2] = 1.0
+    np.testing.assert_array_equal(circle, expected)
+    np.testing.assert_array_equal(teacher.word_maps(images, ["red circle"], resolution=2)[0]["circle"],
+                                  [[0, 1], [0, 0]])
+
+
 def test_word_maps_cover_the_known_words_with_scaled_maps(teacher):
     images = make_object_scenes(2, image_size=SIZE, random_state=1)[0]
     maps = teacher.word_maps(images, ["A red circle, a blue zebra.", "a green square"])

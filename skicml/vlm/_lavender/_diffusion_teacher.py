@@ -129,7 +129,7 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
     Examples
     --------
     >>> from skicml.datasets import make_object_scenes
-    >>> from skicml.vlm._lavender import TinyDiffusionTeacher
+    >>> from skicml.vlm import TinyDiffusionTeacher
     >>> images, captions, _ = make_object_scenes(8, image_size=24, random_state=0)
     >>> teacher = TinyDiffusionTeacher(d_model=16, n_layers=1, image_size=24, max_epochs=1, random_state=0)
     >>> maps = teacher.fit(images, captions).word_maps(images[:1], ["a red circle"])
