@@ -151,3 +151,15 @@ def test_bad_inputs(fitted, clips):
         fitted.sample(X[:2], n_samples=0)
     with pytest.raises(ValueError, match="requires y"):
         VideoWorldModel().fit(X, None)
+
+
+def test_pretrained_file_round_trip(fitted, clips, tmp_path):
+    from skicml._weights import save_module
+
+    X, y = clips
+    path = str(tmp_path / "world_model.pt")
+    save_module(path, fitted.ema_module_, fitted.ema_module_.config, {"weights": "a test"})
+    loaded = VideoWorldModel(**TINY, pretrained=path, max_epochs=0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(loaded.predict(X[:3]), fitted.predict(X[:3]))
+    with pytest.raises(ValueError, match="pretrained=.*4 frames"):
+        VideoWorldModel(pretrained=path, max_epochs=0).fit(X[:, :2], y[:, :2])

@@ -27,8 +27,6 @@ the last Euler step lands on the network's clean frames.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -94,6 +92,9 @@ class VideoDiT(nn.Module):
             raise ValueError(f"dim={dim} must be a multiple of 4 and of n_heads={n_heads}.")
         self.n_frames, self.frame_size, self.channels, self.patch_size = int(n_frames), (height, width), channels, \
             patch_size
+        self.config = {"n_frames": int(n_frames), "frame_size": [height, width], "channels": int(channels),
+                       "patch_size": int(patch_size), "dim": int(dim), "depth": int(depth), "n_heads": int(n_heads),
+                       "mlp_ratio": float(mlp_ratio)}
         self.grid = (height // patch_size, width // patch_size)
         self.x_embedder = nn.Linear(patch_size * patch_size * (channels + 1), dim)
         nn.init.xavier_uniform_(self.x_embedder.weight)
@@ -162,6 +163,3 @@ class VideoDiT(nn.Module):
                                dtype=noise.dtype)
         return torch.cat([cond, out[:, n_cond:]], dim=1)
 
-    @property
-    def n_tokens(self):
-        return self.n_frames * math.prod(self.grid)

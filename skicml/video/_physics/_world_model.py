@@ -11,6 +11,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..._weights import load_module
 from ...base import TorchEstimatorMixin, resolve_dtype, seed_from_random_state, seeded
 from ...utils.param_validation import Interval, StrOptions, fit_context, shared_constraints
 from ._model import VideoDiT
@@ -124,6 +125,14 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     lr : float, default=1e-3
         AdamW's learning rate, cosine-decayed after a 5% warm-up.
     weight_decay : float, default=0.0
+    pretrained : str, path-like or None, default=None
+        Start from a shipped network (``"physics-world-model-uniform32"``:
+        32-px uniform motion, 3 + 5 frames, see :doc:`/video`) or a file
+        written by the ``skicml pretrain physics-world-model`` recipe. The
+        file fixes the architecture (``patch_size``, ``d_model``, ``depth``,
+        ``n_heads`` and ``mlp_ratio`` are then not used) and the clip layout
+        it accepts; ``fit`` trains it for ``max_epochs`` more (0: use it as
+        it is).
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
@@ -181,13 +190,13 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         "sampler": [StrOptions({"euler", "heun"})],
         "ema_decay": [Interval(Real, 0, 1, closed="left"), None],
         "dtype": [StrOptions({"float32", "float64"})],
-        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "device", "random_state",
-                             "verbose"),
+        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "pretrained", "device",
+                             "random_state", "verbose"),
     }
 
     def __init__(self, frame_shape=None, patch_size=4, d_model=64, depth=2, n_heads=4, mlp_ratio=4.0,
                  n_sampling_steps=20, sampler="euler", ema_decay=0.999, max_epochs=100, batch_size=32, lr=1e-3,
-                 weight_decay=0.0, dtype="float32", device="auto", random_state=None, verbose=0):
+                 weight_decay=0.0, pretrained=None, dtype="float32", device="auto", random_state=None, verbose=0):
         self.frame_shape = frame_shape
         self.patch_size = patch_size
         self.d_model = d_model
@@ -201,6 +210,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         self.batch_size = batch_size
         self.lr = lr
         self.weight_decay = weight_decay
+        self.pretrained = pretrained
         self.dtype = dtype
         self.device = device
         self.random_state = random_state
@@ -293,12 +303,16 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         data = torch.cat([self._cond_tensor(clips, rows), self._target_tensor(targets)], dim=1)
         seed = self._seed()
         self.noise_seed_ = (seed + 1) % (2**31 - 1)
-        with seeded(seed):
-            network = VideoDiT(
-                n_frames=self.n_cond_frames_ + self.n_future_frames_, frame_size=self.grid_size_,
-                channels=self.n_channels_, patch_size=self.patch_size if self.video_layout_ else 1,
-                dim=self.d_model, depth=self.depth, n_heads=self.n_heads, mlp_ratio=self.mlp_ratio,
-            ).to(resolve_dtype(self.dtype))
+        if self.pretrained is not None:
+            network = load_module(self.pretrained, self._pretrained_network).module
+        else:
+            with seeded(seed):
+                network = VideoDiT(
+                    n_frames=self.n_cond_frames_ + self.n_future_frames_, frame_size=self.grid_size_,
+                    channels=self.n_channels_, patch_size=self.patch_size if self.video_layout_ else 1,
+                    dim=self.d_model, depth=self.depth, n_heads=self.n_heads, mlp_ratio=self.mlp_ratio,
+                )
+        network = network.to(resolve_dtype(self.dtype))
         objective = _FlowObjective(network, self.n_cond_frames_, self.ema_decay)
         objective, history = self._fit_module(objective, {"clips": data}, None, loss=None, grad_clip=1.0,
                                               warmup_fraction=0.05, seed=seed)
@@ -311,6 +325,19 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         self.loss_curve_ = list(history.train_loss)
         self.n_iter_ = history.n_epochs
         return self
+
+    def _pretrained_network(self, config):
+        """The network a weights file describes, if it fits the clips given to ``fit``."""
+        config = dict(config, frame_size=tuple(config["frame_size"]))
+        wanted = {"n_frames": self.n_cond_frames_ + self.n_future_frames_, "frame_size": tuple(self.grid_size_),
+                  "channels": self.n_channels_}
+        found = {key: config[key] for key in wanted}
+        if found != wanted or not self.video_layout_:
+            raise ValueError(f"pretrained={self.pretrained!r} is a network for clips of {found['n_frames']} frames "
+                             f"of {found['frame_size']} pixels and {found['channels']} channels; X and y give "
+                             f"{wanted['n_frames']} frames ({self.n_cond_frames_} + {self.n_future_frames_}) of "
+                             f"{wanted['frame_size']} and {wanted['channels']}.")
+        return VideoDiT(**config)
 
     # ------------------------------------------------------------ generation
     def _draws(self, X, n_draws, seed):
