@@ -31,6 +31,7 @@ from ._rbf_context import (
 )
 from ._rms_norm import rms_norm, rms_norm_reference
 from ._ssd_scan import ssd_scan, ssd_scan_backward, ssd_scan_reference, ssd_scan_sequential
+from ._subblock_attention import row_logsumexp, subblock_attention_probs, subblock_attention_probs_reference
 from ._vsv_steer import vsv_steer, vsv_steer_reference
 
 __all__ = [
@@ -57,10 +58,13 @@ __all__ = [
     "rbf_context_row_sums_reference",
     "rms_norm",
     "rms_norm_reference",
+    "row_logsumexp",
     "ssd_scan",
     "ssd_scan_backward",
     "ssd_scan_reference",
     "ssd_scan_sequential",
+    "subblock_attention_probs",
+    "subblock_attention_probs_reference",
     "three_nn_interpolate",
     "three_nn_interpolate_reference",
     "vsv_steer",
