@@ -101,6 +101,9 @@ TEST_PARAMS = {
                          random_state=0),
     # No teacher in the checks: align_weight=0 is plain fine-tuning through the same loop
     # (the alignment itself is tested in tests/vlm/test_lavender.py).
+    # A one-block pixel DDPM on 24 x 24 scenes; its skicml checks fit on the scenes' captions.
+    "TinyDiffusionTeacher": dict(d_model=8, n_layers=1, n_heads=2, image_size=24, n_steps=10, max_epochs=1,
+                                 batch_size=16, random_state=0, device="cpu"),
     "LavenderTuner": dict(backbone="tiny_vlm_test", align_weight=0.0, max_epochs=1, batch_size=16,
                           max_new_tokens=3, random_state=0),
     "PointMAEPretrainer": dict(trans_dim=8, depth=1, num_heads=2, n_points=16, n_groups=4, group_size=4,
@@ -145,7 +148,15 @@ def _captioned_scenes(random_state):
     return images.reshape(len(images), -1).astype(np.float64) / 255.0, captions
 
 
-TEST_DATA = {"LabelContext": _labelled_blobs, "LavenderTuner": _captioned_scenes}
+def _small_captioned_scenes(random_state):
+    from skicml.datasets import make_object_scenes
+
+    images, captions, _ = make_object_scenes(40, image_size=24, random_state=random_state)
+    return images.reshape(len(images), -1), list(captions)
+
+
+TEST_DATA = {"LabelContext": _labelled_blobs, "LavenderTuner": _captioned_scenes,
+             "TinyDiffusionTeacher": _small_captioned_scenes}
 
 
 def _test_context(name):
