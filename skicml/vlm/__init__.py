@@ -14,7 +14,15 @@ from ._backbone import CallableAdapter, HFLlavaAdapter, as_backbone, check_backb
 from ._chair import chair, chair_mentions, make_chair_scorer
 from ._generate import generate
 from ._grounding import pointing_accuracy
-from ._lavender import Aligner, LavenderTuner, OracleMaskTeacher, TinyDiffusionTeacher, align_loss
+from ._lavender import (
+    Aligner,
+    LavenderTuner,
+    OracleMaskTeacher,
+    PrecomputedTeacher,
+    TinyDiffusionTeacher,
+    align_loss,
+    save_word_maps,
+)
 from ._model import TinyVLM
 from ._pretrained import load_tiny_vlm, save_tiny_vlm
 from ._text import scene_vocabulary
@@ -26,6 +34,7 @@ __all__ = [
     "HFLlavaAdapter",
     "LavenderTuner",
     "OracleMaskTeacher",
+    "PrecomputedTeacher",
     "TinyDiffusionTeacher",
     "TinyVLM",
     "VISTA_PRESETS",
@@ -41,6 +50,7 @@ __all__ = [
     "make_chair_scorer",
     "pointing_accuracy",
     "save_tiny_vlm",
+    "save_word_maps",
     "scene_vocabulary",
 ]
 

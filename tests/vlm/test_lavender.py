@@ -276,3 +276,37 @@ def test_an_unfitted_estimator_teacher_is_fitted_as_a_copy(scenes):
     fitted = tuner(scenes, teacher=teacher).fit(images, captions)
     assert not hasattr(teacher, "module_") and hasattr(fitted.teacher_, "module_")
     assert fitted.n_matched_words_ > 0
+
+
+def test_maps_saved_in_the_official_layout_read_back(tmp_path, scenes):
+    from skicml.vlm import PrecomputedTeacher, save_word_maps
+
+    images, _, objects, masks = scenes
+    maps = oracle_word_maps(objects, masks, 8)
+    names = [f"scene_{i}.png" for i in range(len(images))]
+    assert save_word_maps(tmp_path, names, maps, size=32) == sum(len(m) for m in maps)
+    assert (tmp_path / "scene_0.png" / "lpm_attention" / "0").is_dir()
+    read = PrecomputedTeacher(tmp_path, resolution=8).word_maps(names=names[::-1])[::-1]
+    for got, want in zip(read, maps):
+        assert got.keys() == want.keys()
+        for word in want:
+            assert np.abs(got[word] - want[word]).max() < 0.05  # 8-bit JPEG, 8 -> 32 -> 8 pixels
+    with pytest.raises(ValueError, match="no teacher maps for image 'other.png'"):
+        PrecomputedTeacher(tmp_path).word_maps(names=["other.png"])
+    with pytest.raises(ValueError, match="pass names="):
+        PrecomputedTeacher(tmp_path).word_maps(images)
+
+
+def test_the_tuner_hands_image_paths_to_a_precomputed_teacher(tmp_path, scenes):
+    from PIL import Image
+
+    from skicml.vlm import PrecomputedTeacher, save_word_maps
+
+    images, captions, objects, masks = scenes
+    paths = []
+    for i, image in enumerate(images):
+        paths.append(str(tmp_path / f"scene_{i}.png"))
+        Image.fromarray(image).save(paths[-1])
+    save_word_maps(tmp_path / "maps", paths, oracle_word_maps(objects, masks, 8))
+    fitted = tuner(scenes, teacher=PrecomputedTeacher(tmp_path / "maps", resolution=8)).fit(paths, captions)
+    assert fitted.n_matched_words_ == tuner(scenes).fit(images, captions).n_matched_words_ > 0

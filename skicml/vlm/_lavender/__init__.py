@@ -6,10 +6,18 @@ Re-exported by :mod:`skicml.vlm`; import from there.
 from ..._weights import register_weights
 from ._align import Aligner, align_loss
 from ._diffusion_teacher import TinyDiffusionTeacher
-from ._teachers import OracleMaskTeacher
+from ._teachers import OracleMaskTeacher, PrecomputedTeacher, save_word_maps
 from ._tuner import LavenderTuner
 
-__all__ = ["Aligner", "LavenderTuner", "OracleMaskTeacher", "TinyDiffusionTeacher", "align_loss"]
+__all__ = [
+    "Aligner",
+    "LavenderTuner",
+    "OracleMaskTeacher",
+    "PrecomputedTeacher",
+    "TinyDiffusionTeacher",
+    "align_loss",
+    "save_word_maps",
+]
 
 register_weights(
     "tiny-diffusion-scenes",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -98,6 +100,19 @@ class LavenderObjective(torch.nn.Module):
         return aligned, rows[:, 0] * teacher_ids.shape[1] + word
 
 
+def _image_paths(X):
+    """The image paths of ``X`` when its images are given as files, else None."""
+    if hasattr(X, "columns") and "image" in X.columns:
+        items = list(X["image"])
+    elif isinstance(X, (list, tuple)) and X and all(isinstance(item, dict) for item in X):
+        items = [item.get("image") for item in X]
+    elif isinstance(X, (list, tuple)):
+        items = list(X)
+    else:
+        return None
+    return [str(item) for item in items] if all(isinstance(item, (str, Path)) for item in items) else None
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -127,7 +142,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         The model to fine-tune (copied, never changed); None is the shipped
         ``tiny-vlm-scenes``.
     teacher : object or None, default=None
-        Has ``word_maps(images, captions) -> list of {word: (R, R) map}``;
+        Has ``word_maps(images, captions) -> list of {word: (R, R) map}``
+        (a ``names=`` parameter, if it has one, gets the image file paths
+        of ``X``, as :class:`PrecomputedTeacher` needs);
         an unfitted estimator (a :class:`TinyDiffusionTeacher` without
         ``pretrained``) is first fitted, as a copy, on the training pairs.
         Maps given in ``X`` (a ``"teacher_maps"`` key or column) win. Needed
@@ -304,7 +321,10 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                 except NotFittedError:
                     # An unfitted estimator teacher learns the training pairs (a copy: the caller's stays as it is).
                     self.teacher_ = clone(self.teacher).fit(images, captions)
-            given = self.teacher_.word_maps(images, captions)
+            if "names" in inspect.signature(self.teacher_.word_maps).parameters:
+                given = self.teacher_.word_maps(images, captions, names=_image_paths(X))
+            else:
+                given = self.teacher_.word_maps(images, captions)
         if given is None:
             if self.align_weight > 0:
                 raise ValueError("LavenderTuner needs a teacher (teacher=...) or per-image 'teacher_maps' in X "
