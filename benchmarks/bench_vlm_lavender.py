@@ -142,9 +142,9 @@ def teacher_row(name, teacher, test):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-scenes", type=int, default=1500)
+    parser.add_argument("--train-scenes", type=int, default=1000)
     parser.add_argument("--test-scenes", type=int, default=300)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--align-weight", type=float, default=10.0)
@@ -195,8 +195,11 @@ def main():
             start = time.perf_counter()
             tuner.fit(X, train["captions"])
             seconds = (time.perf_counter() - start) / (epochs * -(-args.train_scenes // args.batch_size))
+            alignment = [epoch["alignment"] for epoch in tuner.history_]
+            print(f"seed {seed} {arm}: alignment loss by epoch {np.round(alignment, 4).tolist()}", flush=True)
             for test_name, test in tests.items():
                 rows.append({"arm": arm, "seed": seed, "test": test_name, "sec_per_step": seconds,
+                             "alignment_first": alignment[0], "alignment_last": alignment[-1],
                              **evaluate(tuner, test)})
                 print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
@@ -205,7 +208,7 @@ def main():
           f"{args.batch_size}, lr {args.lr}, LoRA, align_weight {args.align_weight}, seeds {args.seeds}; "
           f"{args.test_scenes} test scenes per set; means over seeds")
     columns = ["point_color", "point_shape", "point_best_head", "point_aligner", "entropy", "chair_s", "chair_i",
-               "recall", "loglik", "sec_per_step"]
+               "recall", "loglik", "alignment_first", "alignment_last", "sec_per_step"]
     summary = table.groupby(["test", "arm"], sort=False)[columns].mean()
     with pd.option_context("display.width", 220, "display.max_columns", 40):
         print(summary.round(3).to_string())

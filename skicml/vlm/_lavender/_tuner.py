@@ -75,7 +75,10 @@ class LavenderObjective(torch.nn.Module):
         maps, word_index = self.student_maps(output[2], keys, targeted, teacher_ids)
         n_samples, n_words = teacher_ids.shape
         pooled, counts = pool_word_maps(maps, word_index, n_samples, n_words)
-        matched = (counts > 0) & (teacher_ids >= 0) & (pooled.sum(-1) > 0)
+        # A word counts when the student has a position for it and the teacher an informative map. The
+        # official code also skips student maps of mean 0, which lets the Aligner zero the loss by
+        # writing constant maps (min-max scaled to zeros); a constant map is scored like any other.
+        matched = (counts > 0) & (teacher_ids >= 0) & (teacher_maps.flatten(2).sum(-1) > 0)
         alignment, n_matched = align_loss(pooled, teacher_maps.flatten(2), matched)
         self.log.append((float(ce.detach()), float(alignment.detach()), n_matched))
         return ce + self.align_weight * alignment
