@@ -310,3 +310,23 @@ def test_the_tuner_hands_image_paths_to_a_precomputed_teacher(tmp_path, scenes):
     save_word_maps(tmp_path / "maps", paths, oracle_word_maps(objects, masks, 8))
     fitted = tuner(scenes, teacher=PrecomputedTeacher(tmp_path / "maps", resolution=8)).fit(paths, captions)
     assert fitted.n_matched_words_ == tuner(scenes).fit(images, captions).n_matched_words_ > 0
+
+
+def test_constant_student_maps_cannot_zero_the_alignment_loss(scenes):
+    # An Aligner that writes the same value everywhere gives maps that min-max scale to zeros; they must
+    # be scored against the teacher, not skipped (skipping them lets training collapse the Aligner).
+    from skicml.vlm._lavender._tuner import LavenderObjective
+
+    images, captions, objects, masks = scenes
+    fitted = tuner(scenes, max_epochs=0).fit(images, captions)
+    model = fitted.backbone_.model
+    aligner = Aligner(model.layers[0].n_heads)
+    with torch.no_grad():
+        aligner.project.weight.zero_()
+    objective = LavenderObjective(model, aligner, None, [0, 1], 8, 10.0, "aligner_then_mean", "target")
+    tensors = fitted._tensors(images, fitted.prompt, list(captions), oracle_word_maps(objects, masks, 8))
+    with torch.no_grad():
+        objective(**tensors)
+    _, alignment, n_matched = objective.log[-1]
+    expected = np.mean([(m ** 2).mean() for row in oracle_word_maps(objects, masks, 8) for m in row.values()])
+    assert n_matched > 0 and alignment == pytest.approx(expected, rel=1e-4)
