@@ -119,10 +119,11 @@ def test_discovery_finds_every_recipe_and_tour_row():
     modules = all_tour_modules()
     assert cli.TOUR_MODULES == modules
     assert {"skicml.tabicl._tour", "skicml.wearable._tour", "skicml.graph._graphgpt._tour", "skicml.graph._git._tour",
-            "skicml.clip._tour", "skicml.pointcloud._tour", "skicml.vlm._tour"} <= set(modules)
+            "skicml.clip._tour", "skicml.pointcloud._tour", "skicml.vlm._vista._tour",
+            "skicml.vlm._lavender._tour"} <= set(modules)
     methods = {e.method: e for m in modules for e in importlib.import_module(m).tour_entries()}
     assert {"TabICLClassifier", "WearableEncoder", "GraphGPTRegressor", "GITClassifier",
-            "WhitenedCLIPScorer", "GAPromptClassifier", "VISTASteerer"} <= set(methods)
+            "WhitenedCLIPScorer", "GAPromptClassifier", "VISTASteerer", "LavenderTuner"} <= set(methods)
     assert methods["WhitenedCLIPScorer"].extra == "clip"
 
 

@@ -2,14 +2,14 @@
 
 import time
 
-from ..utils.tour import TourEntry
+from ...utils.tour import TourEntry
 
 N_SCENES = 100
 
 
 def _run():
-    from ..datasets import make_object_scenes
-    from ._vista import VISTASteerer
+    from ...datasets import make_object_scenes
+    from ._steerer import VISTASteerer
 
     # Unbiased scenes: the partners the shipped model learnt to expect are not there.
     images, _, objects = make_object_scenes(N_SCENES, cooccurrence=0.0, random_state=9001)
