@@ -237,6 +237,14 @@ def test_predict_score_and_word_maps(scenes):
     assert plain.word_maps(images[:1], captions[:1], aligned=False)[0].keys() == maps[0].keys()
     with pytest.raises(ValueError, match="aligned=False"):
         plain.word_maps(images[:1], captions[:1])
+    one_head = plain.word_maps(images[:1], captions[:1], aligned=False, layers=[1], heads=[0])
+    assert one_head[0].keys() == maps[0].keys()
+    mean = plain.word_maps(images[:1], captions[:1], aligned=False)
+    assert any(not np.allclose(one_head[0][w], mean[0][w]) for w in mean[0])
+    with pytest.raises(ValueError, match="head indices"):
+        plain.word_maps(images[:1], captions[:1], aligned=False, heads=[7])
+    with pytest.raises(ValueError, match="layers="):
+        plain.word_maps(images[:1], captions[:1], aligned=False, layers=[9])
 
 
 def test_teacher_maps_given_in_x_win_over_the_teacher(scenes):

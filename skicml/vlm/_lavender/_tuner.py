@@ -49,6 +49,7 @@ class LavenderObjective(torch.nn.Module):
         self.aggregation, self.word_key = aggregation, word_key
         side = int(round(np.sqrt(model.n_image_tokens)))
         self.grid = (side, side)
+        self.heads = None  # raw maps average these heads (all when None)
         self.log = []
 
     def _adapted(self):
@@ -94,6 +95,8 @@ class LavenderObjective(torch.nn.Module):
         raw = attention_maps(probabilities, sequence_rows, slice(0, n_image), self.grid, self.resolution)
         n, n_layers, n_heads = raw.shape[:3]
         if self.aligner is None:  # the raw attention, as the spec's probes read it
+            if self.heads is not None:
+                raw = raw[:, :, list(self.heads)]
             aligned = minmax_maps(raw.mean((1, 2)).reshape(n, self.resolution ** 2))
         elif self.aggregation == "aligner_then_mean":
             aligned = self.aligner(raw.reshape(n * n_layers, n_heads, self.resolution, self.resolution))
@@ -498,7 +501,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                 count += int(targeted.sum())
         return total / max(count, 1)
 
-    def word_maps(self, X, y, aligned=True):
+    def word_maps(self, X, y, aligned=True, layers=None, heads=None):
         """The student's per-word maps of the words of the texts ``y``, as a teacher gives them.
 
         The map of a word is the model's attention from each query that
@@ -516,6 +519,13 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         X : images, list of dicts, DataFrame or 2-D array
         y : sequence of str
         aligned : bool, default=True
+        layers : sequence of int or None, default=None
+            With ``aligned=False``: the layers averaged (None is
+            ``attn_layers``). A single layer and head show what one head
+            attends to (a model may ground words in one head while the mean
+            over heads does not).
+        heads : sequence of int or None, default=None
+            With ``aligned=False``: the heads averaged (None is all).
 
         Returns
         -------
@@ -534,9 +544,16 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         words = [{w: np.zeros((side, side)) for w in tokenizer.words(c) if w not in _PUNCTUATION} for c in captions]
         tensors = self._tensors(images, prompts, captions, words)
         model = self.backbone_.model
-        objective = LavenderObjective(model, self.aligner_ if aligned else None, None,
-                                      self._resolve_layers(self.attn_layers, "attn_layers"), side, 1.0,
+        if aligned and (layers is not None or heads is not None):
+            raise ValueError("layers and heads choose what raw maps average; the aligned maps read the layers "
+                             "the Aligner was trained on. Pass aligned=False.")
+        n_heads = model.layers[0].n_heads
+        if heads is not None and (not len(heads) or any(not 0 <= int(h) < n_heads for h in heads)):
+            raise ValueError(f"heads={heads!r}: expected head indices in 0..{n_heads - 1}.")
+        chosen = self._resolve_layers(self.attn_layers if layers is None else layers, "layers")
+        objective = LavenderObjective(model, self.aligner_ if aligned else None, None, chosen, side, 1.0,
                                       self.aggregation, "target")
+        objective.heads = None if heads is None else [int(h) for h in heads]
         out = []
         with torch.inference_mode():
             for start in range(0, len(images), 64):
