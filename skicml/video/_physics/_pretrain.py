@@ -96,8 +96,15 @@ def main(argv=None):
     config = {"n_frames": int(model.n_cond_frames_ + model.n_future_frames_), "frame_size": [height, width],
               "channels": channels, "patch_size": args.patch_size, "dim": args.d_model, "depth": args.depth,
               "n_heads": args.n_heads, "mlp_ratio": 4.0}
+    arguments = list(sys.argv[3:] if argv is None else argv)
+    if args.fitted:
+        # The recorded command retrains; --fitted only spared this run the training.
+        at = next(i for i, a in enumerate(arguments) if a.startswith("--fitted"))
+        del arguments[at:at + (1 if "=" in arguments[at] else 2)]
     provenance = {
-        "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
+        "recipe": recipe_command(RECIPE_NAME, arguments),
+        "trained_by": ("benchmarks/bench_video_physics_world_model.py --save-models, the same fit" if args.fitted
+                       else "this recipe"),
         "data": (f"make_physics_videos('uniform', {args.n_videos}, n_frames={args.n_frames}, "
                  f"min_frames_in_view={args.n_frames}, random_state={args.seed}): 32 px, speed [1, 4], "
                  f"radius [0.7, 1.4]; {N_COND} conditioning frames"),

@@ -314,16 +314,19 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
                 )
         network = network.to(resolve_dtype(self.dtype))
         objective = _FlowObjective(network, self.n_cond_frames_, self.ema_decay)
-        objective, history = self._fit_module(objective, {"clips": data}, None, loss=None, grad_clip=1.0,
-                                              warmup_fraction=0.05, seed=seed)
+        if self.max_epochs:
+            objective, history = self._fit_module(objective, {"clips": data}, None, loss=None, grad_clip=1.0,
+                                                  warmup_fraction=0.05, seed=seed)
+            self.loss_curve_, self.n_iter_ = list(history.train_loss), history.n_epochs
+        else:
+            # A pretrained network used as it is: no training loop to start (its import alone takes seconds).
+            self.loss_curve_, self.n_iter_ = [], 0
         self.module_ = objective.network.eval()
         self.ema_module_ = None
         if objective.average is not None:
             objective.average.update(self.module_)  # the weights of the last step
             self.ema_module_ = copy.deepcopy(self.module_)
             objective.average.copy_to(self.ema_module_)
-        self.loss_curve_ = list(history.train_loss)
-        self.n_iter_ = history.n_epochs
         return self
 
     def _pretrained_network(self, config):
