@@ -47,6 +47,10 @@ def _the_last_layer_ranks_the_chosen_colour_first(stdout):
     assert "the last layer ranks the chosen colour first: True" in stdout
 
 
+def _one_head_grounds_words(stdout):
+    assert "one head points better than the mean over heads: True" in stdout
+
+
 # What an example shows, checked on its printed output.
 OUTPUT_CHECKS = {
     "plot_molecule_regression": _finetuning_beats_the_probe,
@@ -55,6 +59,7 @@ OUTPUT_CHECKS = {
     "plot_keyframe_timeline": _the_event_is_a_keyframe,
     "plot_expert_race": _strokes_take_more_experts_than_background,
     "plot_vista_token_rankings": _the_last_layer_ranks_the_chosen_colour_first,
+    "plot_lavender_word_maps": _one_head_grounds_words,
 }
 
 

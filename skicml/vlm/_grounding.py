@@ -117,7 +117,7 @@ def oracle_word_maps(objects, masks, resolution=8):
     return maps
 
 
-def pointing_accuracy(word_maps, objects, masks):
+def pointing_accuracy(word_maps, objects, masks, resolution=None):
     """Share of colour and shape words whose map's argmax cell touches an object of that colour or shape.
 
     A word counts only in scenes that hold an object of its colour or shape
@@ -133,6 +133,11 @@ def pointing_accuracy(word_maps, objects, masks):
         The objects table of :func:`skicml.datasets.make_object_scenes`.
     masks : ndarray of shape (n_scenes, max_objects, S, S), dtype bool
         Its masks.
+    resolution : int or None, default=None
+        Area-resize every map to ``resolution x resolution`` first, so that
+        maps of different sources are judged on one grid (a coarse cell
+        touches an object more easily than a fine one); None keeps each
+        map's own size.
 
     Returns
     -------
@@ -143,7 +148,7 @@ def pointing_accuracy(word_maps, objects, masks):
     masks = np.asarray(masks)
     if len(word_maps) != len(masks):
         raise ValueError(f"word_maps has {len(word_maps)} scenes but masks has {len(masks)}.")
-    colors, shapes = set(objects["color"]), set(objects["shape"])
+    colors = set(objects["color"])
     size = masks.shape[-1]
     hits = {"color": [], "shape": []}
     for scene, maps in enumerate(word_maps):
@@ -151,11 +156,11 @@ def pointing_accuracy(word_maps, objects, masks):
         for word, word_map in maps.items():
             if word not in union:
                 continue
-            word_map = np.asarray(word_map)
-            resolution = word_map.shape[0]
+            word_map = np.asarray(word_map) if resolution is None else resize_map(word_map, resolution)
+            side = word_map.shape[0]
             row, col = np.unravel_index(np.argmax(word_map), word_map.shape)
-            top, bottom = int(np.floor(row * size / resolution)), int(np.ceil((row + 1) * size / resolution))
-            left, right = int(np.floor(col * size / resolution)), int(np.ceil((col + 1) * size / resolution))
+            top, bottom = int(np.floor(row * size / side)), int(np.ceil((row + 1) * size / side))
+            left, right = int(np.floor(col * size / side)), int(np.ceil((col + 1) * size / side))
             hit = bool(union[word][top:bottom, left:right].any())
             hits["color" if word in colors else "shape"].append(hit)
     result = {kind: float(np.mean(v)) if v else float("nan") for kind, v in hits.items()}
