@@ -412,8 +412,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
             warnings.warn("no word of the target texts has a teacher map: the alignment loss is zero and this is "
                           "plain fine-tuning. Check that the teacher's words are the captions' words.",
                           UserWarning, stacklevel=2)
-        model.train()
-        objective, _ = self._fit_module(objective, tensors, None, loss=None, seed=seed)
+        if self.max_epochs > 0:  # 0 keeps the backbone as it is, without starting the training loop
+            model.train()
+            objective, _ = self._fit_module(objective, tensors, None, loss=None, seed=seed)
         if objective.lora is not None:
             objective.lora.merge(model)
         for parameter in model.parameters():
