@@ -95,7 +95,8 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     Noise: the clip draw ``j`` starts from one noise clip shared by every
     input, drawn from the seed fitted from ``random_state``, so a clip's
     prediction never depends on the batch it came in and ``predict`` is
-    deterministic.
+    deterministic. ``score`` is scikit-learn's R^2 of the predicted pixels;
+    whether the motion is right is :func:`velocity_error`'s question.
 
     Parameters
     ----------
