@@ -30,6 +30,7 @@ import torch
 from .._weights import load_weights, recipe_command, save_weights
 from ..datasets import SHAPE_TEXTURES, corrupt_images, make_shape_scenes, perturb_captions
 from ..utils.images import preprocess_images
+from ..utils.pretraining import add_run_options
 from ..utils.training import pretrain
 from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
 
@@ -232,13 +233,8 @@ def build_parser():
     parser.add_argument("--eval-scenes", type=int, default=512, help="held-out scenes of the retrieval check")
     parser.add_argument("--evidence-fit", type=int, default=2000, help="scenes the exported W-CLIP check fits on")
     parser.add_argument("--evidence-test", type=int, default=2000, help="held-out scenes of that check")
-    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
-    parser.add_argument("--export", default=None, help="write the shippable weights file here")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_run_options(parser, "weights")
 
 
 def model_config(args):

@@ -30,6 +30,7 @@ from sklearn.preprocessing import StandardScaler
 from .._weights import recipe_command, save_module
 from ..base import seeded
 from ..datasets import make_point_clouds
+from ..utils.pretraining import add_run_options
 from ..utils.training import pretrain
 from ._input import normalize_point_clouds
 from ._model import PointMAE, PointMAEBackbone
@@ -115,13 +116,8 @@ def build_parser():
     parser.add_argument("--variant", default="obj_only", choices=["obj_only", "obj_bg", "hardest"])
     parser.add_argument("--rotation", default="so3", choices=["y", "so3"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
-    parser.add_argument("--export", default=None, help="write the shippable backbone file here")
     parser.add_argument("--probe-clouds", type=int, default=1000, help="training clouds of the linear probes")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_run_options(parser, "backbone")
 
 
 def main(argv=None):

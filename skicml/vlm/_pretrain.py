@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from .._weights import recipe_command
 from ..datasets import make_object_scenes, object_classes
+from ..utils.pretraining import add_run_options
 from ..utils.training import pretrain
 from ._backbone import as_backbone
 from ._chair import chair
@@ -113,12 +114,7 @@ def build_parser():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-scenes", type=int, default=300)
-    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
-    parser.add_argument("--export", default=None, help="write the shippable model file here")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_run_options(parser, "model")
 
 
 def main(argv=None):

@@ -28,6 +28,7 @@ import torch
 
 from ..._weights import recipe_command, save_weights
 from ...datasets import HARTREE_TO_EV, qm9_split
+from ...utils.pretraining import add_run_options
 from ...utils.training import pretrain
 from .._chem import smiles_to_graphs
 from .._graphs import as_graph_list
@@ -107,12 +108,7 @@ def build_parser():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--eval-molecules", type=int, default=2000)
-    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
-    parser.add_argument("--export", default=None, help="write the shippable backbone file here")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_run_options(parser, "backbone")
 
 
 def main(argv=None):

@@ -26,6 +26,7 @@ import torch
 
 from ..._weights import recipe_command, save_module
 from ...datasets import make_object_scenes
+from ...utils.pretraining import add_run_options
 from ...utils.training import pretrain
 from .._grounding import pointing_accuracy
 from .._text import WordTokenizer, scene_vocabulary
@@ -146,12 +147,7 @@ def build_parser():
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-scenes", type=int, default=300)
     parser.add_argument("--extract-timesteps", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
-    parser.add_argument("--export", default=None, help="write the shippable model file here")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_run_options(parser, "model")
 
 
 def main(argv=None):
