@@ -45,7 +45,7 @@ import torch
 
 from skicml.datasets import make_object_scenes, object_classes
 from skicml.vlm import LavenderTuner, OracleMaskTeacher, TinyDiffusionTeacher, chair, pointing_accuracy
-from skicml.vlm._lavender._align import pool_word_maps
+from skicml.vlm._lavender._align import keyed_words, pool_word_maps
 
 TEACHER_NAME = "tiny-diffusion-scenes"
 #: Pointing is judged on the student's own grid (TinyVLM's 3 x 3 image tokens), every map area-resized to it.
@@ -105,8 +105,7 @@ def best_head_pointing(tuner, test):
                   token_mask=tensors["mask"][i:i + 64, :-1], attention_layers=layers)[2]
             for i in range(0, len(tensors["ids"]), 64)], dim=1)
     teacher_ids = tensors["teacher_ids"]
-    hits = (tensors["ids"][:, 1:, None] == teacher_ids[:, None, :]) & tensors["target"][:, 1:, None] \
-        & (teacher_ids[:, None, :] >= 0)
+    hits = keyed_words(tensors["ids"][:, 1:], tensors["target"][:, 1:], teacher_ids)
     rows = hits.any(-1).nonzero()
     index = rows[:, 0] * teacher_ids.shape[1] + hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
     best = (-1.0, None)

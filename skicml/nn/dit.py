@@ -23,6 +23,7 @@ __all__ = [
     "DiTBlock",
     "DiTFinalLayer",
     "LabelEmbedder",
+    "SelfAttention",
     "TimestepEmbedder",
     "modulate",
     "patchify",
@@ -153,7 +154,9 @@ def sincos_position_embedding_2d(dim, grid_height, grid_width):
     return torch.cat([one_axis(cols.reshape(-1), dim // 2), one_axis(rows.reshape(-1), dim // 2)], dim=1).float()
 
 
-class _Attention(nn.Module):
+class SelfAttention(nn.Module):
+    """Multi-head self-attention (B, T, dim) -> (B, T, dim), fused, no mask: a DiT's and a DDPM's token mixer."""
+
     def __init__(self, dim, n_heads):
         super().__init__()
         if dim % n_heads:
@@ -211,7 +214,7 @@ class DiTBlock(nn.Module):
     def __init__(self, dim, n_heads, mlp_ratio=4.0, mlp=None):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.attn = _Attention(dim, n_heads)
+        self.attn = SelfAttention(dim, n_heads)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.mlp = mlp if mlp is not None else _MLP(dim, int(dim * mlp_ratio))
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))

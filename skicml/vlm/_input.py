@@ -93,10 +93,12 @@ class _VLMInputMixin:
             images = pixels.permute(0, 2, 3, 1).numpy()
         return images
 
-    def _batches(self, images, prompts):
+    def _batches(self, images, prompts, size=None):
+        """``(images, prompts)`` in batches of ``size`` (the estimator's ``batch_size`` by default)."""
+        size = self.batch_size if size is None else size
         prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
-        for start in range(0, len(images), self.batch_size):
-            yield images[start:start + self.batch_size], prompts[start:start + self.batch_size]
+        for start in range(0, len(images), size):
+            yield images[start:start + size], prompts[start:start + size]
 
     def _check_image_shape(self):
         if self.image_shape is not None and len(self.image_shape) not in (2, 3):

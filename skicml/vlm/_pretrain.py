@@ -31,7 +31,7 @@ from ._chair import chair
 from ._generate import generate
 from ._model import TinyVLM
 from ._pretrained import save_tiny_vlm
-from ._text import DEFAULT_PROMPT, WordTokenizer, scene_vocabulary
+from ._text import DEFAULT_PROMPT, WordTokenizer, encode_captions, scene_vocabulary
 
 __all__ = ["main"]
 
@@ -43,14 +43,8 @@ class CaptionBatches:
     """Random batches of (image, prompt + caption) sequences; a share of them without images."""
 
     def __init__(self, images, captions, tokenizer, prompt, batch_size, text_only_fraction, seed):
-        prefix = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
-        rows = [prefix + tokenizer.encode(c) + [tokenizer.eos_token_id] for c in captions]
-        width = max(map(len, rows))
-        self.ids = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, row in enumerate(rows):
-            self.ids[i, : len(row)] = torch.as_tensor(row)
-        self.lengths = torch.as_tensor([len(r) for r in rows])
-        self.prefix = len(prefix)
+        self.ids, self.mask, self.target = encode_captions(tokenizer, prompt, captions)
+        self.lengths = self.mask.sum(1)
         self.images = torch.as_tensor(images)
         self.batch_size, self.text_only_fraction = batch_size, text_only_fraction
         self.generator = torch.Generator().manual_seed(seed)
@@ -60,10 +54,8 @@ class CaptionBatches:
         self.step += 1
         index = torch.randint(len(self.ids), (self.batch_size,), generator=self.generator)
         width = int(self.lengths[index].max())
-        ids = self.ids[index, :width]
-        positions = torch.arange(width)
-        batch = {"ids": ids, "mask": positions < self.lengths[index, None],
-                 "target": (positions >= self.prefix) & (positions < self.lengths[index, None])}
+        batch = {"ids": self.ids[index, :width], "mask": self.mask[index, :width],
+                 "target": self.target[index, :width]}
         if torch.rand((), generator=self.generator) >= self.text_only_fraction:
             batch["images"] = self.images[index].float() / 255.0
         return batch

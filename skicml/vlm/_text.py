@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DEFAULT_PROMPT", "SPECIAL_TOKENS", "WordTokenizer", "scene_vocabulary"]
+import torch
+
+__all__ = ["DEFAULT_PROMPT", "SPECIAL_TOKENS", "WordTokenizer", "encode_captions", "scene_vocabulary"]
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 #: The instruction the shipped TinyVLM is trained to follow.
@@ -66,6 +68,41 @@ class WordTokenizer:
 
     def __len__(self):
         return len(self.vocabulary)
+
+
+def encode_captions(tokenizer, prompts, captions):
+    """Training rows ``<bos> prompt caption <eos>``, right-padded, for teacher-forced caption losses.
+
+    Parameters
+    ----------
+    tokenizer : WordTokenizer
+    prompts : str or sequence of str
+        One prompt for all captions, or one each.
+    captions : sequence of str
+
+    Returns
+    -------
+    ids : LongTensor of shape (n, width)
+        Token ids, 0 (``<pad>``) past each row's end.
+    mask : BoolTensor of shape (n, width)
+        The real tokens.
+    target : BoolTensor of shape (n, width)
+        The tokens a caption loss predicts: the caption's and the end token.
+    """
+    prompts = [prompts] * len(captions) if isinstance(prompts, str) else list(prompts)
+    rows, starts = [], []
+    for prompt, caption in zip(prompts, captions):
+        prefix = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
+        rows.append(prefix + tokenizer.encode(caption) + [tokenizer.eos_token_id])
+        starts.append(len(prefix))
+    width = max(map(len, rows))
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.as_tensor(row)
+    positions = torch.arange(width)
+    lengths, starts = torch.as_tensor([len(r) for r in rows]), torch.as_tensor(starts)
+    mask = positions < lengths[:, None]
+    return ids, mask, (positions >= starts[:, None]) & mask
 
 
 def scene_vocabulary(prompt=DEFAULT_PROMPT):

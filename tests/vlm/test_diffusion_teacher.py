@@ -10,7 +10,7 @@ from sklearn.base import clone
 from skicml.datasets import make_object_scenes
 from skicml.vlm._grounding import minmax, pointing_accuracy, resize_map
 from skicml.vlm._lavender import TinyDiffusionTeacher
-from skicml.vlm._lavender._diffusion_teacher import pool_word_maps
+from skicml.vlm._lavender._diffusion_teacher import word_maps_from_attention
 from skicml.vlm._lavender._pretrain import held_out_scenes
 
 SIZE = 24  # 4 x 4 maps with the default 6-pixel patches
@@ -165,7 +165,7 @@ def test_pooled_maps_are_scaled_and_keyed_by_the_known_words(data):
     values = data.draw(st.lists(st.floats(0, 1, width=32), min_size=grid * grid * len(tokens),
                                 max_size=grid * grid * len(tokens)))
     attention = np.asarray(values, dtype=np.float32).reshape(1, grid, grid, len(tokens))
-    maps = pool_word_maps(attention, [tokens], vocabulary)[0]
+    maps = word_maps_from_attention(attention, [tokens], vocabulary)[0]
     assert set(maps) == set(tokens) - {",", "zebra"}
     for word, word_map in maps.items():
         columns = [j for j, token in enumerate(tokens) if token == word]

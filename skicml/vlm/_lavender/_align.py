@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Aligner", "align_loss", "attention_maps", "minmax_maps", "pool_word_maps"]
+__all__ = ["Aligner", "align_loss", "attention_maps", "keyed_words", "minmax_maps", "pool_word_maps"]
 
 _NORMS = {
     "instance": lambda channels: nn.InstanceNorm2d(channels),
@@ -73,6 +73,27 @@ def minmax_maps(maps, eps=1e-6):
     low = maps.amin(-1, keepdim=True)
     span = maps.amax(-1, keepdim=True) - low
     return torch.where(span > eps, (maps - low) / span.clamp(min=eps), torch.zeros_like(maps))
+
+
+def keyed_words(keys, keyed, teacher_ids):
+    """Which text positions are keyed to which teacher word.
+
+    Parameters
+    ----------
+    keys : Tensor of shape (B, T)
+        The token each position is keyed by (the word it predicts).
+    keyed : Tensor of shape (B, T), bool
+        The positions that may be keyed (the target text's).
+    teacher_ids : Tensor of shape (B, W)
+        The token of each teacher word, -1 past a sample's words.
+
+    Returns
+    -------
+    Tensor of shape (B, T, W), bool
+        ``hits[b, t, w]``: position ``t`` of sample ``b`` is keyed to its word ``w``.
+    """
+    real = teacher_ids[:, None, :] >= 0
+    return (keys[:, :, None] == teacher_ids[:, None, :]) & keyed[:, :, None] & real
 
 
 def attention_maps(probabilities, rows, image_slice, grid, resolution):

@@ -411,7 +411,7 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
                                        or resolution < 1):
             raise ValueError(f"resolution={resolution!r}; expected None or a whole number >= 1.")
         attention, words = self.word_attention(X, captions)
-        return pool_word_maps(attention, words, self.vocabulary_, resolution)
+        return word_maps_from_attention(attention, words, self.vocabulary_, resolution)
 
     def score_samples(self, X, y=None):
         """Negative denoising error of each image given its caption (higher is likelier).
@@ -467,7 +467,7 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
         return tags
 
 
-def pool_word_maps(attention, words, vocabulary, resolution=None):
+def word_maps_from_attention(attention, words, vocabulary, resolution=None):
     """Per-word maps from attention (n, grid, grid, max_words) over caption tokens ``words``.
 
     Positions of one word are averaged; punctuation and words outside

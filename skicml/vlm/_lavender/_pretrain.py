@@ -30,7 +30,7 @@ from ...utils.pretraining import add_run_options
 from ...utils.training import pretrain
 from .._grounding import pointing_accuracy
 from .._text import WordTokenizer, scene_vocabulary
-from ._diffusion_teacher import TinyDiffusionTeacher, pool_word_maps
+from ._diffusion_teacher import TinyDiffusionTeacher, word_maps_from_attention
 from ._teacher_model import TeacherDDPM
 
 __all__ = ["main"]
@@ -104,7 +104,7 @@ def calibration_table(model, vocabulary, scenes, timesteps=CALIBRATION_TIMESTEPS
     n_blocks = len(model.blocks)
 
     def score(attention, words):
-        result = pointing_accuracy(pool_word_maps(attention, words, vocabulary), objects, masks)
+        result = pointing_accuracy(word_maps_from_attention(attention, words, vocabulary), objects, masks)
         return [round(100 * result["shape"], 1), round(100 * result["color"], 1)]
 
     table = {}

@@ -24,23 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...nn import CrossAttentionBlock, DDPMSchedule, DiTFinalLayer, TimestepEmbedder
-from ...nn.dit import modulate, patchify, sincos_position_embedding_2d, unpatchify
+from ...nn.dit import SelfAttention, modulate, patchify, sincos_position_embedding_2d, unpatchify
 
 __all__ = ["TeacherDDPM"]
-
-
-class _SelfAttention(nn.Module):
-    def __init__(self, dim, n_heads):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        batch, length, dim = x.shape
-        q, k, v = self.qkv(x).reshape(batch, length, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(q, k, v)
-        return self.proj(out.transpose(1, 2).reshape(batch, length, dim))
 
 
 class TeacherBlock(nn.Module):
@@ -49,7 +35,7 @@ class TeacherBlock(nn.Module):
     def __init__(self, dim, n_heads, mlp_ratio=4.0):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.attn = _SelfAttention(dim, n_heads)
+        self.attn = SelfAttention(dim, n_heads)
         self.cross = CrossAttentionBlock(dim, n_heads)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         hidden = int(dim * mlp_ratio)

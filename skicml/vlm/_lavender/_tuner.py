@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,20 @@ from .._generate import generate
 from .._grounding import check_word_maps
 from .._input import _VLMInputMixin
 from .._model import TinyVLM
-from .._text import DEFAULT_PROMPT
-from ._align import Aligner, align_loss, attention_maps, minmax_maps, pool_word_maps
+from .._text import DEFAULT_PROMPT, encode_captions
+from ._align import Aligner, align_loss, attention_maps, keyed_words, minmax_maps, pool_word_maps
 
 __all__ = ["LavenderTuner"]
 
 _PUNCTUATION = set(",.;:!?'\"()-")
+_INFERENCE_BATCH = 64
+
+
+def _chunks(tensors, device):
+    """The rows of a dict of tensors in chunks of ``_INFERENCE_BATCH``, moved to ``device``."""
+    n_rows = len(next(iter(tensors.values())))
+    for start in range(0, n_rows, _INFERENCE_BATCH):
+        yield {k: v[start:start + _INFERENCE_BATCH].to(device) for k, v in tensors.items()}
 
 
 class LavenderObjective(torch.nn.Module):
@@ -53,7 +62,7 @@ class LavenderObjective(torch.nn.Module):
         self.log = []
 
     def _adapted(self):
-        return self.lora.attached(self.model) if self.lora is not None else _nothing()
+        return self.lora.attached(self.model) if self.lora is not None else nullcontext()
 
     def forward(self, ids, mask, target, images, teacher_maps, teacher_ids):
         with self._adapted():
@@ -86,7 +95,7 @@ class LavenderObjective(torch.nn.Module):
 
     def student_maps(self, probabilities, keys, keyed, teacher_ids):
         """Aligned maps (N, R * R) of the positions whose key is a teacher word, and their word index."""
-        hits = (keys[:, :, None] == teacher_ids[:, None, :]) & keyed[:, :, None] & (teacher_ids[:, None, :] >= 0)
+        hits = keyed_words(keys, keyed, teacher_ids)
         rows = hits.any(-1).nonzero()  # (N, 2): sample, text position
         word = hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
         n_image = self.model.n_image_tokens
@@ -117,14 +126,6 @@ def _image_paths(X):
     else:
         return None
     return [str(item) for item in items] if all(isinstance(item, (str, Path)) for item in items) else None
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
@@ -340,27 +341,14 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
 
     def _tensors(self, images, prompts, captions, maps=None):
         tokenizer = self.backbone_.tokenizer
-        prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
-        rows, starts = [], []
-        for prompt, caption in zip(prompts, captions):
-            prefix = [tokenizer.bos_token_id] + tokenizer.encode(prompt)
-            rows.append(prefix + tokenizer.encode(caption) + [tokenizer.eos_token_id])
-            starts.append(len(prefix))
-        width = max(map(len, rows))
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.as_tensor(row)
-        positions = torch.arange(width)
-        lengths, starts = torch.as_tensor([len(r) for r in rows]), torch.as_tensor(starts)
-        tensors = {"ids": ids, "mask": positions < lengths[:, None],
-                   "target": (positions >= starts[:, None]) & (positions < lengths[:, None]),
-                   "images": self.backbone_.images_tensor(images).cpu()}
+        ids, mask, target = encode_captions(tokenizer, prompts, captions)
+        tensors = {"ids": ids, "mask": mask, "target": target, "images": self.backbone_.images_tensor(images).cpu()}
         if maps is not None:
             words = [[w for w in m if w in tokenizer.index and w not in _PUNCTUATION] for m in maps]
             n_words = max(1, max(map(len, words)))
             side = self.attn_resolution
-            tensors["teacher_ids"] = torch.full((len(rows), n_words), -1, dtype=torch.long)
-            tensors["teacher_maps"] = torch.zeros(len(rows), n_words, side, side)
+            tensors["teacher_ids"] = torch.full((len(ids), n_words), -1, dtype=torch.long)
+            tensors["teacher_maps"] = torch.zeros(len(ids), n_words, side, side)
             for i, (m, these) in enumerate(zip(maps, words)):
                 for j, word in enumerate(these):
                     tensors["teacher_ids"][i, j] = tokenizer.index[word]
@@ -427,9 +415,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
 
     @staticmethod
     def _count_matches(tensors):
-        keys = tensors["ids"][:, 1:]
-        teacher = tensors["teacher_ids"]
-        hits = (keys[:, :, None] == teacher[:, None, :]) & tensors["target"][:, 1:, None] & (teacher[:, None, :] >= 0)
+        hits = keyed_words(tensors["ids"][:, 1:], tensors["target"][:, 1:], tensors["teacher_ids"])
         return int(hits.any(1).sum())  # (sample, word) pairs
 
     def _epochs(self, log, n_samples):
@@ -471,19 +457,14 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         images, prompts = self._read(X, reset=False)
         captions = []
         with torch.inference_mode():
-            for batch, these in self._batches_of(images, prompts):
+            # Inference batches need not be as small as training ones.
+            for batch, these in self._batches(images, prompts, size=max(self.batch_size, _INFERENCE_BATCH)):
                 inputs = self.backbone_.build_inputs(batch, these)
                 captions += [self.backbone_.decode(ids) for ids in
                              generate(self.backbone_, inputs, max_new_tokens=self.max_new_tokens)]
         out = np.empty(len(captions), dtype=object)
         out[:] = captions
         return out
-
-    def _batches_of(self, images, prompts):
-        prompts = [prompts] * len(images) if isinstance(prompts, str) else list(prompts)
-        step = max(self.batch_size, 64)
-        for start in range(0, len(images), step):
-            yield images[start:start + step], prompts[start:start + step]
 
     def score(self, X, y):
         """Mean log-likelihood per target token of the texts ``y`` given ``X`` (greater is better)."""
@@ -493,8 +474,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         model = self.backbone_.model
         total, count = 0.0, 0
         with torch.inference_mode():
-            for start in range(0, len(images), 64):
-                part = {k: v[start:start + 64].to(self._device()) for k, v in tensors.items()}
+            for part in _chunks(tensors, self._device()):
                 hidden, _ = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1])
                 logits = model.logits(hidden[:, model.n_image_tokens:])
                 targeted = part["target"][:, 1:]
@@ -557,8 +537,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         objective.heads = None if heads is None else [int(h) for h in heads]
         out = []
         with torch.inference_mode():
-            for start in range(0, len(images), 64):
-                part = {k: v[start:start + 64].to(self._device()) for k, v in tensors.items()}
+            for part in _chunks(tensors, self._device()):
                 output = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1],
                                attention_layers=objective.layers)
                 maps, word_index = objective.student_maps(output[2], part["ids"][:, 1:], part["target"][:, 1:],
