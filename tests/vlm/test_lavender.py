@@ -58,6 +58,16 @@ def test_a_peak_on_one_image_token_stays_in_its_cell_through_the_resize(cell):
     assert (row // 3, col // 3) == divmod(cell, 3)
 
 
+def test_each_row_keeps_its_own_maps_in_every_layer():
+    # Query 9 looks at cell 0 and query 10 at cell 8, in both layers: no layer may hand one row's map to another.
+    probabilities = torch.zeros(2, 1, 1, 12, 12)
+    probabilities[:, 0, 0, 9, 0] = 1.0
+    probabilities[:, 0, 0, 10, 8] = 1.0
+    maps = attention_maps(probabilities, torch.tensor([[0, 9], [0, 10]]), slice(0, 9), (3, 3), 3)
+    assert maps[0, :, 0].flatten(1).argmax(-1).tolist() == [0, 0]
+    assert maps[1, :, 0].flatten(1).argmax(-1).tolist() == [8, 8]
+
+
 def test_duplicate_positions_of_a_word_average_and_maps_are_min_max_scaled():
     maps = torch.tensor([[0.0, 2.0, 4.0], [2.0, 2.0, 0.0], [5.0, 5.0, 5.0]])
     pooled, counts = pool_word_maps(maps, torch.tensor([1, 1, 2]), n_samples=1, n_words=3)

@@ -118,8 +118,9 @@ def attention_maps(probabilities, rows, image_slice, grid, resolution):
     Tensor of shape (N, L, H, resolution, resolution)
     """
     n_layers, _, n_heads = probabilities.shape[:3]
-    picked = probabilities[:, rows[:, 0], :, rows[:, 1], image_slice]  # (L, N, H, n_image)
-    picked = picked.permute(1, 0, 2, 3).reshape(-1, n_heads, *grid)
+    # Two advanced indices split by a slice put their dimension first: (N, L, H, n_image), row-major in N.
+    picked = probabilities[:, rows[:, 0], :, rows[:, 1], image_slice]
+    picked = picked.reshape(-1, n_heads, *grid)
     if tuple(grid) != (resolution, resolution):
         picked = F.interpolate(picked, size=(resolution, resolution), mode="bilinear", align_corners=False)
     return picked.reshape(len(rows), n_layers, n_heads, resolution, resolution)
