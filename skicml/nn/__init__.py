@@ -1,6 +1,6 @@
 """Building blocks shared by several skicml models."""
 
-from .attention import InducedSelfAttentionBlock, MultiheadAttentionBlock, PackedMultiheadAttention
+from .attention import BlockStack, InducedSelfAttentionBlock, MultiheadAttentionBlock, PackedMultiheadAttention
 from .cross_attention import CrossAttention, CrossAttentionBlock
 from .diffusion import DDPMSchedule, RectifiedFlow
 from .dit import DiTBlock, DiTFinalLayer, LabelEmbedder, TimestepEmbedder
@@ -8,10 +8,12 @@ from .mamba2 import BidirectionalMamba2Layer, Mamba2Mixer
 from .moe import ExpertRaceMoE
 from .norm import RMSNorm
 from .rope import RotaryEmbedding
+from .ssmax import QASSMax, SSMax, SSMaxMLP, scalable_softmax
 from .transformer import LlamaBlock
 
 __all__ = [
     "BidirectionalMamba2Layer",
+    "BlockStack",
     "CrossAttention",
     "CrossAttentionBlock",
     "DDPMSchedule",
@@ -24,8 +26,12 @@ __all__ = [
     "Mamba2Mixer",
     "MultiheadAttentionBlock",
     "PackedMultiheadAttention",
+    "QASSMax",
     "RMSNorm",
     "RectifiedFlow",
     "RotaryEmbedding",
+    "SSMax",
+    "SSMaxMLP",
     "TimestepEmbedder",
+    "scalable_softmax",
 ]

@@ -33,20 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn.attention import InducedSelfAttentionBlock, MultiheadAttentionBlock
+from ..nn.attention import BlockStack, InducedSelfAttentionBlock, MultiheadAttentionBlock
 from ..nn.rope import RotaryEmbedding
 
 __all__ = ["ColumnContext", "TabICLContext", "TabICLModel", "class_group_sizes"]
-
-
-class _Blocks(nn.Module):
-    """A stack of blocks (``.blocks``), optionally with a rotary embedding."""
-
-    def __init__(self, blocks, rope=None):
-        super().__init__()
-        self.blocks = nn.ModuleList(blocks)
-        if rope is not None:
-            self.rope = rope
 
 
 # --------------------------------------------------------------------------
@@ -59,7 +49,7 @@ class ColumnEmbedding(nn.Module):
         super().__init__()
         self.embed_dim = embed_dim
         self.in_linear = nn.Linear(1, embed_dim)
-        self.tf_col = _Blocks([
+        self.tf_col = BlockStack([
             InducedSelfAttentionBlock(embed_dim, nhead, dim_feedforward, num_inds) for _ in range(num_blocks)
         ])
         self.out_w = nn.Linear(embed_dim, embed_dim)
@@ -126,7 +116,7 @@ class RowInteraction(nn.Module):
     def __init__(self, embed_dim, num_blocks, nhead, dim_feedforward, num_cls, rope_base):
         super().__init__()
         self.num_cls = num_cls
-        self.tf_row = _Blocks(
+        self.tf_row = BlockStack(
             [MultiheadAttentionBlock(embed_dim, nhead, dim_feedforward) for _ in range(num_blocks)],
             rope=RotaryEmbedding(embed_dim // nhead, theta=rope_base),
         )
@@ -175,7 +165,7 @@ class ICLearning(nn.Module):
     def __init__(self, max_classes, d_model, num_blocks, nhead, dim_feedforward):
         super().__init__()
         self.max_classes = max_classes
-        self.tf_icl = _Blocks([MultiheadAttentionBlock(d_model, nhead, dim_feedforward) for _ in range(num_blocks)])
+        self.tf_icl = BlockStack([MultiheadAttentionBlock(d_model, nhead, dim_feedforward) for _ in range(num_blocks)])
         self.ln = nn.LayerNorm(d_model)
         self.y_encoder = nn.Linear(max_classes, d_model)
         self.decoder = nn.Sequential(nn.Linear(d_model, 2 * d_model), nn.GELU(), nn.Linear(2 * d_model, max_classes))
