@@ -9,8 +9,9 @@
 from .._weights import register_weights
 from ._classifier import TabICLClassifier, TabICLEmbedder
 from ._model import TabICLModel
+from ._model_v2 import TabICLv2Model
 
-__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel"]
+__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel", "TabICLv2Model"]
 
 register_weights(
     "tabicl-small",
