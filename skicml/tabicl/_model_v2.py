@@ -6,10 +6,10 @@ The three stages of v1 (:mod:`skicml.tabicl._model`) stay, with these changes:
    training cells get their row's label embedded and added before the Set
    Transformer summarises each column, so the column statistics the model
    sees are conditional on the target. Cells can be embedded in *groups* of
-   ``feature_group_size`` columns (``"same"``: column ``j`` is read with
-   columns ``j + 1, j + 2, j + 4, ...`` modulo ``H``, so there are still ``H``
-   groups; ``"valid"``: consecutive columns, zero-padded, ``ceil(H / size)``
-   groups). The summarising attention uses query-aware scalable softmax
+   ``feature_group_size`` columns (``"same"``: group ``j`` reads columns
+   ``j + 1, j + 2, j + 4, ...`` modulo ``H``, so there are still ``H`` groups
+   and every column is in ``size`` of them; ``"valid"``: consecutive columns,
+   zero-padded, ``ceil(H / size)`` groups). The summarising attention uses query-aware scalable softmax
    (:mod:`skicml.nn.ssmax`), so it reads 50K rows as it read 2K in
    pretraining. The affine head of v1 is optional (off in v2).
 2. **Row interaction** (:class:`RowInteraction`) is v1's, with the rotary
@@ -58,10 +58,13 @@ __all__ = ["TabICLv2Context", "TabICLv2Model", "load_tabicl_network", "mixed_rad
 #: The official placeholder value: a cell whose inputs all equal it is embedded as it.
 SKIP_VALUE = -100.0
 
-#: Cells (rows x columns) per pass of the column stage; bounds memory, not results.
-COLUMN_CELLS = 2**20
+#: Cells (rows x columns) per pass of the column stage at inference; bounds memory, not results.
+COLUMN_CELLS = 2**19
 
-#: Rows per pass of the row stage and of test rows at prediction; bounds memory, not results.
+#: Tokens (tables x rows x (CLS + column groups)) per pass of the row stage at inference.
+ROW_TOKENS = 2**19
+
+#: Test rows per pass of :meth:`TabICLv2Model.predict_with_context`.
 ROW_CHUNK = 2048
 
 #: Temperature of the class tree's nodes: the official inference does not pass the caller's on.
@@ -155,7 +158,7 @@ class ColumnEmbedding(nn.Module):
         if self.feature_group is False:
             return X.transpose(1, 2).unsqueeze(-1)
         if self.feature_group == "same":
-            # group j reads columns j + 2^i (mod H), i < s: every column leads one group
+            # group j reads columns j + 2^i (mod H), i < s: every column is in s groups
             offsets = 2 ** torch.arange(self.group_size, device=X.device)
             index = (torch.arange(H, device=X.device).unsqueeze(1) + offsets) % H
             return X[:, :, index].permute(0, 2, 1, 3)
@@ -490,8 +493,9 @@ class TabICLv2Model(nn.Module):
         """Row vectors (B, T, D) of cells (B, T, G, E), chunked over rows outside training."""
         if self.training:
             return self.row_interactor(cells, n_features)
-        return torch.cat([self.row_interactor(cells[:, part]) for part in _chunks(cells.shape[1], ROW_CHUNK)],
-                         dim=1)
+        B, T, G, _ = cells.shape
+        per_pass = max(1, ROW_TOKENS // (B * (G + self.config["row_num_cls"])))
+        return torch.cat([self.row_interactor(cells[:, part], n_features) for part in _chunks(T, per_pass)], dim=1)
 
     def encode_rows(self, X, y_train, n_features=None):
         """Row vectors (B, T, row_dim) of tables ``X`` whose first ``n_train`` rows are labelled ``y_train``."""
