@@ -22,6 +22,7 @@ _FLAGSHIPS = {
     "GraphGPTRegressor": "graph",
     "RaceDiTGenerator": "moe",
     "TabICLClassifier": "tabicl",
+    "TabICLRegressor": "tabicl",
     "ViLAMPCompressor": "video",
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",

@@ -2,6 +2,7 @@
 
 - :class:`TabICLClassifier`: the estimator, with the shipped pretrained model.
 - :class:`TabICLEmbedder`: label-free row representations for pipelines.
+- :class:`TabICLRegressor`: regression with a predictive distribution (TabICL v2's quantile head).
 - :class:`TabICLModel`: the network (official v0.1.x config keys and state-dict names).
 - :mod:`skicml.tabicl.prior`: the synthetic prior the shipped model is pretrained on.
 """
@@ -10,8 +11,9 @@ from .._weights import register_weights
 from ._classifier import TabICLClassifier, TabICLEmbedder
 from ._model import TabICLModel
 from ._model_v2 import TabICLv2Model
+from ._regressor import TabICLRegressor
 
-__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel", "TabICLv2Model"]
+__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel", "TabICLRegressor", "TabICLv2Model"]
 
 register_weights(
     "tabicl-small",

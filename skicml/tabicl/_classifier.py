@@ -21,6 +21,7 @@ from ._encoding import TransformToNumerical
 from ._ensemble import SHUFFLE_METHODS, EnsembleGenerator
 from ._inference import ROW_CHUNK, EnsembleContext
 from ._model import TabICLModel
+from ._model_v2 import V1_CONFIG_KEYS, TabICLv2Model
 from ._normalization import NORM_METHODS
 
 __all__ = ["TabICLClassifier", "TabICLEmbedder"]
@@ -39,8 +40,10 @@ _CALIBRATION_CONTEXT = 4096
 
 
 def load_tabicl_model(model_path=None):
-    """Build a :class:`TabICLModel` from a shipped name or a checkpoint path.
+    """Build the TabICL network of a shipped name or a checkpoint path.
 
+    The file's config says which network it holds: v1 (:class:`TabICLModel`,
+    the official 0.1.x keys) or v2 (:class:`~skicml.tabicl.TabICLv2Model`).
     Returns ``(model, provenance)``; the model is in eval mode on the CPU.
     """
     key = os.fspath(DEFAULT_MODEL if model_path is None else model_path)
@@ -51,7 +54,7 @@ def load_tabicl_model(model_path=None):
                 f"The checkpoint {key!r} has no 'config': TabICL needs the model "
                 "configuration saved beside the state dict (official checkpoints have it)."
             )
-        return TabICLModel(**config)
+        return (TabICLModel if set(config) <= V1_CONFIG_KEYS else TabICLv2Model)(**config)
 
     model, _, provenance = load_module(key, build)
     return model, provenance
@@ -115,7 +118,12 @@ def _is_dataframe(X):
 
 
 class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
-    """Input validation, preprocessing and the model shared by both estimators."""
+    """Input validation, preprocessing and the model shared by the TabICL estimators."""
+
+    #: The shipped model of ``pretrained``'s default.
+    _default_model = DEFAULT_MODEL
+    #: ``seed -> (network, provenance)`` for ``pretrained=None``.
+    _random_network = staticmethod(_random_tabicl_model)
 
     _parameter_constraints = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -148,7 +156,7 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         if model_path is None:
             return pretrained
         # pretrained at its default does not disagree: model_path chose the model.
-        same = pretrained is not None and os.fspath(pretrained) in (DEFAULT_MODEL, os.fspath(model_path))
+        same = pretrained is not None and os.fspath(pretrained) in (self._default_model, os.fspath(model_path))
         if not same:
             raise ValueError(
                 f"pretrained={pretrained!r} and model_path={model_path!r} name different models; "
@@ -159,7 +167,7 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
     def _load(self):
         source = self._weights_source()
         if source is None:
-            model, provenance = _random_tabicl_model(self._seed())
+            model, provenance = self._random_network(self._seed())
         else:
             model, provenance = load_tabicl_model(source)
         return model.to(self._device()), provenance

@@ -41,6 +41,9 @@ TEST_PARAMS = {
     # the raw columns, two on the principal-component view.
     "TabICLClassifier": dict(n_estimators=4, inference_precision="float64", random_state=0, device="cpu"),
     "TabICLEmbedder": dict(n_estimators=2, random_state=0, device="cpu"),
+    # float64 for the batch-invariance checks, as the classifier.
+    "TabICLRegressor": dict(n_estimators=2, inference_precision="float64", pretrained=None, random_state=0,
+                            device="cpu"),
     # float64 for the same batch-invariance checks; the float32 default is
     # tested in tests/wearable.
     "WearableEncoder": dict(d_model=8, n_layers=1, head_dim=8, tokenizer_hidden=8, proj_dim=4,
