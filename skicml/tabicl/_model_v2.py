@@ -53,7 +53,7 @@ from ..nn.rope import RotaryEmbedding
 from ._model import TabICLModel, class_group_sizes
 from ._quantiles import QuantileDistribution, quantile_levels
 
-__all__ = ["TabICLv2Context", "TabICLv2Model", "load_tabicl_network", "mixed_radix_bases"]
+__all__ = ["V1_CONFIG_KEYS", "TabICLv2Context", "TabICLv2Model", "load_tabicl_network", "mixed_radix_bases"]
 
 #: The official placeholder value: a cell whose inputs all equal it is embedded as it.
 SKIP_VALUE = -100.0
@@ -83,6 +83,11 @@ def _embed_labels(linear, y, max_classes):
     if max_classes > 0:
         return F.linear(F.one_hot(y.long(), max_classes).to(linear.weight.dtype), linear.weight, linear.bias)
     return linear(y.unsqueeze(-1).to(linear.weight.dtype))
+
+
+def _average(total, count):
+    # one pass is returned as it is (the official code divides only with several)
+    return total / count if count > 1 else total
 
 
 def mixed_radix_bases(n_classes, max_classes):
@@ -165,11 +170,6 @@ class ColumnEmbedding(nn.Module):
         padded = F.pad(X, (0, -H % self.group_size))
         return padded.unflatten(-1, (-1, self.group_size)).permute(0, 2, 1, 3)
 
-    def n_groups(self, n_features):
-        if self.feature_group == "valid":
-            return math.ceil(n_features / self.group_size)
-        return n_features
-
     def label_passes(self, y_train):
         """Labels per pass of the Set Transformer for ``y_train`` (B, n_train): a list of (B, n_train)."""
         if not self.target_aware:
@@ -206,7 +206,7 @@ class ColumnEmbedding(nn.Module):
             for block in self.tf_col.blocks:
                 hidden = _maybe_checkpoint(self.recompute and self.training, block, hidden, n_train)
             total = total + hidden
-        return self._output(sets, total / len(labels) if len(labels) > 1 else total)
+        return self._output(sets, _average(total, len(labels)))
 
     # -- fit-time cache --------------------------------------------------------
     def context(self, sets, labels):
@@ -227,7 +227,7 @@ class ColumnEmbedding(nn.Module):
                 per_block.append((key, value))
             key_values.append(per_block)
             total = total + hidden
-        return key_values, self._output(sets, total / len(labels) if len(labels) > 1 else total)
+        return key_values, self._output(sets, _average(total, len(labels)))
 
     def embed_with_context(self, sets, key_values):
         """Cell embeddings (N, m, E) of new cells ``sets`` (N, m, s) against :meth:`context`'s keys and values."""
@@ -238,7 +238,7 @@ class ColumnEmbedding(nn.Module):
             for block, (key, value) in zip(self.tf_col.blocks, per_block):
                 hidden = block.multihead_attn2.forward_with_context(hidden, key, value)
             total = total + hidden
-        return self._output(sets, total / len(key_values) if len(key_values) > 1 else total)
+        return self._output(sets, _average(total, len(key_values)))
 
 
 # --------------------------------------------------------------------------
