@@ -44,7 +44,7 @@ class Official:
             import tabicl._model.quantile_dist
             import tabicl._model.tabicl
 
-            self.version = tabicl.__version__ if hasattr(tabicl, "__version__") else _dist_version(path)
+            assert tabicl.__file__.startswith(self.path)
             self.TabICL = tabicl._model.tabicl.TabICL
             self.InferenceConfig = tabicl._model.inference_config.InferenceConfig
             self.QuantileDistribution = tabicl._model.quantile_dist.QuantileDistribution
