@@ -19,7 +19,7 @@ from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_c
 from ..utils.validation import check_no_missing_labels
 from ._encoding import TransformToNumerical
 from ._ensemble import SHUFFLE_METHODS, EnsembleGenerator
-from ._inference import ROW_CHUNK, EnsembleContext
+from ._inference import ROW_CHUNK, EnsembleContext, MemberContexts
 from ._model import TabICLModel
 from ._model_v2 import V1_CONFIG_KEYS, TabICLv2Model
 from ._normalization import NORM_METHODS
@@ -251,9 +251,10 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Solve problems with more classes than the model's ``max_classes``
         with a tree of smaller problems; if False such data raises.
     batch_size : int or None, default=8
-        Accepted for compatibility with the official estimator's signature;
-        it has no effect yet: skicml encodes members one after another and
-        shares the work of members with the same column order instead.
+        With a v2 network, members encoded together in one forward pass
+        (``None``: all members of a normalisation at once); it bounds memory,
+        not results. A v1 network ignores it: it encodes members one after
+        another and shares the work of members with the same column order.
     max_context : int or None, default=None
         Keep at most this many training rows (stratified subsample drawn
         with ``random_state``) as the in-context table.
@@ -284,7 +285,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     pretrained : str, path-like or None, default="tabicl-small"
         A shipped model name (``skicml info`` lists them) or the path of a
         checkpoint on this machine: a file in skicml's format or an official
-        TabICL checkpoint. ``None`` builds the paper's architecture with
+        TabICL checkpoint, v1 (0.1.x) or v2 (2.x); the file's config says
+        which network to build. ``None`` builds the paper's architecture with
         random weights seeded from ``random_state`` (for tests and as a
         baseline; it predicts at about chance). Nothing is ever downloaded:
         hub names and URLs raise.
@@ -424,6 +426,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         n_classes = len(self.classes_)
         self.model_, self.model_provenance_ = self._load()
         self.model_ = self.model_.to(_PRECISIONS[self.inference_precision])
+        if self.model_.max_classes == 0:
+            raise ValueError(
+                f"pretrained={self._weights_source()!r} is a regression network (max_classes=0); "
+                "use TabICLRegressor with it, or give TabICLClassifier a classification checkpoint."
+            )
         if n_classes > self.model_.max_classes and not self.use_hierarchical:
             raise ValueError(
                 f"y has {n_classes} classes but the model handles {self.model_.max_classes} natively; "
@@ -456,7 +463,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
 
     def _encode_context(self):
         with torch.inference_mode():
-            self.context_ = EnsembleContext(self.model_, self.ensemble_, cache=self.cache, verbose=self.verbose)
+            if isinstance(self.model_, TabICLv2Model):
+                self.context_ = MemberContexts(self.model_, self.ensemble_, self.ensemble_.y_members_,
+                                               cache=self.cache, batch_size=self.batch_size, verbose=self.verbose)
+            else:
+                self.context_ = EnsembleContext(self.model_, self.ensemble_, cache=self.cache, verbose=self.verbose)
 
     # -- predict ----------------------------------------------------------------
     def _member_output(self, model, logits, offset):
@@ -649,6 +660,12 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
                 outlier_threshold=self.outlier_threshold, random_state=self._ensemble_seed(),
             ).fit(X_num, np.zeros(X_num.shape[0], dtype=np.int64))
             self.model_, self.model_provenance_ = self._load()
+            if isinstance(self.model_, TabICLv2Model):
+                raise ValueError(
+                    f"pretrained={self._weights_source()!r} is a TabICL v2 network, whose column stage reads "
+                    "the labels: it has no label-free row representation. TabICLEmbedder needs a v1 "
+                    "checkpoint (such as the default 'tabicl-small')."
+                )
             # Representations are features: computed in float64 so that they do
             # not depend on how rows are batched.
             self.model_ = self.model_.double()

@@ -13,7 +13,7 @@ from ..utils.validation import check_regression_targets
 from ._classifier import _PRECISIONS, _categorical_columns, _is_dataframe, _TabICLBase, load_tabicl_model
 from ._encoding import TransformToNumerical
 from ._ensemble import EnsembleGenerator
-from ._inference import ROW_CHUNK
+from ._inference import ROW_CHUNK, MemberContexts
 from ._model_v2 import TabICLv2Model
 from ._normalization import NORM_METHODS
 
@@ -229,7 +229,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             self._fallback_ = self.ensemble_.n_features_out_ == 0
             if not self._fallback_:
                 with torch.inference_mode():
-                    self.context_ = _MemberContexts(self.model_, self.ensemble_, y_scaled, cache=self.cache,
+                    self.context_ = MemberContexts(self.model_, self.ensemble_, y_scaled[None], cache=self.cache,
                                                     batch_size=self.batch_size, verbose=self.verbose)
             else:
                 self._y_sorted = np.sort(y)
@@ -288,7 +288,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             X_test = self.ensemble_.transform(self.encoder_.transform(X))
             for start in range(0, n, ROW_CHUNK):
                 chunk = {view: rows[start:start + ROW_CHUNK] for view, rows in X_test.items()}
-                raw = self.context_.member_quantiles(model, self.ensemble_, chunk, bar)  # (members, m, Q)
+                raw = self.context_.member_outputs(model, self.ensemble_, chunk, bar)  # (members, m, Q)
                 for name, value in self._statistics(model, raw, names, alphas).items():
                     parts[name].append(value)
         out = {}
@@ -331,93 +331,6 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
                 "in-context learning has no sample weights to honour",
         }
         return tags
-
-
-# cache="auto" keeps the members' contexts when they take less than this together.
-_AUTO_CACHE_BYTES = 2 * 1024**3
-
-
-def _nbytes(value):
-    """Bytes of the tensors nested in ``value`` (a context dataclass, list or dict)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if hasattr(value, "__dataclass_fields__"):
-        return sum(_nbytes(getattr(value, name)) for name in value.__dataclass_fields__)
-    if isinstance(value, dict):
-        return sum(_nbytes(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(item) for item in value)
-    return 0
-
-
-class _MemberContexts:
-    """What the training table contributes to every member of a fitted v2 ensemble.
-
-    Labels enter TabICL v2's column stage (target-aware embedding) and its
-    feature groups mix neighbouring columns, so unlike v1 no stage is shared
-    between members: each member's training rows (its view, its column order)
-    are encoded with the target, ``batch_size`` members per forward pass.
-    """
-
-    def __init__(self, model, ensemble, y, *, cache="auto", batch_size=8, verbose=0):
-        device = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        self.y = torch.from_numpy(y).to(device, dtype)
-        self.batches = []  # (view, member indices, context or None)
-        plan = []
-        for view, indices in ensemble.members_by_method_.items():
-            size = len(indices) if batch_size is None else batch_size
-            plan += [(view, [int(i) for i in indices[start:start + size]]) for start in range(0, len(indices), size)]
-        self.cached = cache is not False
-        bar = progress(plan, verbose=verbose, desc="TabICL context", unit="batch")
-        for view, indices in bar:
-            context = None
-            if self.cached:
-                X_train = self._member_rows(ensemble.X_train_[view], ensemble, indices, device, dtype)
-                context = model.build_context(X_train, self.y.expand(len(indices), -1))
-                if cache == "auto" and not self.batches:
-                    # Measured on the first batch: contexts grow with rows and columns alike.
-                    if _nbytes(context) * len(plan) > _AUTO_CACHE_BYTES:
-                        self.cached, context = False, None
-            self.batches.append((view, indices, context))
-
-    @staticmethod
-    def _member_rows(X, ensemble, indices, device, dtype):
-        """Rows of one view in each member's column order, stacked (members, n, H)."""
-        X = torch.from_numpy(X).to(device, dtype)
-        return torch.stack([X[:, torch.as_tensor(ensemble.configs_[i][1], device=device)] for i in indices])
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["y"] = state["y"].cpu()
-        state["batches"] = [(view, indices, None if context is None else _to_device(context, "cpu"))
-                            for view, indices, context in self.batches]
-        return state
-
-    def member_quantiles(self, model, ensemble, X_test, bar=None):
-        """Raw standardised quantiles (n_members, m, num_quantiles) of test rows, in member order."""
-        device = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        out = [None] * ensemble.n_estimators_
-        for view, indices, context in self.batches:
-            X = self._member_rows(X_test[view], ensemble, indices, device, dtype)
-            if context is None:
-                X_train = self._member_rows(ensemble.X_train_[view], ensemble, indices, device, dtype)
-                quantiles = model.predict_quantiles(torch.cat([X_train, X], dim=1),
-                                                    self.y.to(device, dtype).expand(len(indices), -1))
-            else:
-                quantiles = model.predict_with_context(_to_device(context, device), X)
-            for row, index in enumerate(indices):
-                out[index] = quantiles[row]
-            if bar is not None:
-                bar.update(len(indices))
-        return torch.stack(out)
-
-
-def _to_device(value, device):
-    from ._inference import _moved
-
-    return _moved(value, device, {})
 
 
 def _empirical_stats(y_sorted, n, names, alphas, model):
