@@ -109,8 +109,8 @@ def test_discovery_finds_every_recipe_and_tour_row():
     from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
 
     recipes = all_pretrain_recipes()
-    assert set(recipes) == {"git", "graphgpt", "physics-world-model", "pointcloud", "tabicl", "tiny-clip",
-                            "tiny-diffusion-teacher", "tiny-vlm", "wearable"}
+    assert set(recipes) == {"git", "graphgpt", "physics-world-model", "pointcloud", "tabicl", "tabicl-regressor",
+                            "tiny-clip", "tiny-diffusion-teacher", "tiny-vlm", "wearable"}
     assert cli.PRETRAIN_RECIPES == recipes
     for name, target in recipes.items():
         module_name, function = target.split(":")

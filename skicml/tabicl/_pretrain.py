@@ -11,6 +11,13 @@ reports accuracy and log loss on real tables (scikit-learn's bundled
 classification sets), beside a LogisticRegression on the same splits: the
 prior loss alone does not show whether the model has learned more than the
 label marginal.
+
+The machinery here is shared with ``skicml pretrain tabicl-regressor``
+(:mod:`skicml.tabicl._pretrain_regressor`): the prior as a stream
+(:class:`_PriorSource`), the loss over groups of tables of one width
+(:func:`loss_by_width`), the options (:func:`add_recipe_options`), the run
+(:func:`run_recipe`: threads, DDP, resume, warm start, export) and the export
+with provenance.
 """
 
 from __future__ import annotations
@@ -26,11 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from .._weights import recipe_command, save_weights
+from ..utils.pretraining import add_run_options
 from ..utils.training import pretrain
 from ._model import TabICLModel
 from .prior import PriorConfig, TabularPrior
 
-__all__ = ["PRESETS", "main", "real_table_scores"]
+__all__ = ["PRESETS", "add_recipe_options", "loss_by_width", "main", "real_table_scores", "run_recipe"]
 
 #: ``skicml pretrain tabicl`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
 RECIPE_NAME = "tabicl"
@@ -47,22 +55,44 @@ PRESETS = {
 }
 
 
-def prior_loss(model, batch):
-    """Cross-entropy of the test rows over all ``max_classes`` logits."""
+def loss_by_width(model, batch, test_loss):
+    """Sum of ``test_loss(outputs, y_test)`` over the groups of tables of one width.
+
+    Tables are zero-padded to the prior's width. Running the tables of each
+    width on their own columns only is exact for v1 (whose row stage masks
+    the padding) and is what a v2 network with feature groups sees at
+    inference (it has no mask, and the official training feeds it the zero
+    columns); it also skips the padding's cost (the prior draws widths per
+    group of tables, so a batch holds a few distinct widths).
+
+    Parameters
+    ----------
+    model : callable
+        ``model(X, y_train) -> outputs`` for the test rows.
+    batch : dict
+        A prior batch: ``X``, ``y``, ``n_features``, ``n_train``.
+    test_loss : callable
+        ``test_loss(outputs, y_test) -> scalar`` summed over its rows.
+    """
     n_train = batch["n_train"]
     X, y, n_features = batch["X"], batch["y"], batch["n_features"]
-    # Tables are zero-padded to the prior's width, under a mask in the row
-    # stage. Running the tables of each width on their own columns only is
-    # exact and skips that padding (the prior draws widths per group of
-    # tables, so a batch holds a few distinct widths).
     total = 0.0
     for width in torch.unique(n_features).tolist():
         rows = (n_features == width).nonzero().squeeze(1)
         y_part = y.index_select(0, rows)
-        logits = model(X.index_select(0, rows)[..., :width], y_part[:, :n_train])
-        total = total + F.cross_entropy(logits.flatten(0, 1).float(), y_part[:, n_train:].flatten(),
-                                        reduction="sum")
-    return total / (y.shape[0] * (y.shape[1] - n_train))
+        outputs = model(X.index_select(0, rows)[..., :width], y_part[:, :n_train])
+        total = total + test_loss(outputs, y_part[:, n_train:])
+    return total
+
+
+def _summed_cross_entropy(logits, y_test):
+    return F.cross_entropy(logits.flatten(0, 1).float(), y_test.flatten(), reduction="sum")
+
+
+def prior_loss(model, batch):
+    """Cross-entropy of the test rows over all ``max_classes`` logits."""
+    y = batch["y"]
+    return loss_by_width(model, batch, _summed_cross_entropy) / (y.shape[0] * (y.shape[1] - batch["n_train"]))
 
 
 class _PriorSource:
@@ -125,16 +155,37 @@ def real_table_scores(model, max_train=256, seeds=(0, 1, 2), with_baseline=False
     return scores
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(prog="skicml pretrain tabicl", description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    parser.add_argument("--steps", type=int, default=12000)
-    parser.add_argument("--batch-size", type=int, default=16, help="tables per step (per process)")
-    parser.add_argument("--lr", type=float, default=2e-3)
+def add_recipe_options(parser, checkpoint, steps=12000, batch_size=16, lr=2e-3, max_features=24):
+    """The options both TabICL recipes take: schedule, prior size, run, resumption, warm start.
+
+    The run options are :func:`skicml.utils.pretraining.add_run_options`'s,
+    with ``checkpoint`` as the default checkpoint file, so that a run is
+    resumable without naming one.
+    """
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="tables per step (per process)")
+    parser.add_argument("--lr", type=float, default=lr)
     parser.add_argument("--warmup", type=float, default=0.02, help="warmup share of the steps")
     parser.add_argument("--min-rows", type=int, default=64)
     parser.add_argument("--max-rows", type=int, default=256)
-    parser.add_argument("--max-features", type=int, default=24)
+    parser.add_argument("--max-features", type=int, default=max_features)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    add_run_options(parser)
+    parser.set_defaults(checkpoint=checkpoint)
+    parser.add_argument("--checkpoint-every", type=int, default=250)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--init-from", default=None,
+                        help="start from these weights (a shipped weights file or a checkpoint) with a fresh "
+                             "schedule; ignored when --checkpoint already exists")
+    parser.add_argument("--export-now", action="store_true",
+                        help="export the checkpoint as it is, without training to --steps")
+    return parser
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="skicml pretrain tabicl", description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
     parser.add_argument("--max-classes", type=int, default=10)
     parser.add_argument("--row-blocks", type=int, default=None,
                         help="row-interaction blocks (default: the preset's); --init-from weights with fewer "
@@ -143,25 +194,50 @@ def build_parser():
                         help="share of two-class tables (the rest draw K uniformly up to --max-classes)")
     parser.add_argument("--categorical-prob", type=float, default=PriorConfig.categorical_prob,
                         help="share of tables in which some columns become categorical codes")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--checkpoint", default="tabicl_pretrain.ckpt", help="resumable state (read if present)")
-    parser.add_argument("--checkpoint-every", type=int, default=250)
-    parser.add_argument("--eval-every", type=int, default=500)
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
-    parser.add_argument("--export", default=None, help="write the shippable weights file here at the end")
-    parser.add_argument("--init-from", default=None,
-                        help="start from these weights (a shipped weights file or a checkpoint) with a fresh "
-                             "schedule; ignored when --checkpoint already exists")
-    parser.add_argument("--export-now", action="store_true",
-                        help="export the checkpoint as it is, without training to --steps")
-    parser.add_argument("--quiet", action="store_true")
-    return parser
+    return add_recipe_options(parser, checkpoint="tabicl_pretrain.ckpt")
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    config = dict(PRESETS[args.preset], max_classes=args.max_classes)
+    if args.row_blocks is not None:
+        config["row_num_blocks"] = args.row_blocks
+    prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
+                               min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob,
+                               categorical_prob=args.categorical_prob)
+    return run_recipe(
+        args, argv, RECIPE_NAME, lambda: TabICLModel(**config), prior_config, prior_loss,
+        evaluate=real_table_scores, final_scores=lambda model: real_table_scores(model, with_baseline=True),
+        warm_start=load_deepening_rows, desc="pretrain tabicl",
+    )
+
+
+def run_recipe(args, argv, recipe_name, build_model, prior_config, loss_fn, *, evaluate, final_scores,
+               warm_start=None, desc="pretrain"):
+    """Run a TabICL recipe: the prior stream, resumable training, DDP, warm start and export.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed :func:`add_recipe_options` (and ``--preset``).
+    argv : list of str or None
+        The command line, recorded in the provenance.
+    recipe_name : str
+    build_model : callable
+        ``() -> nn.Module``, called after seeding with ``--seed``.
+    prior_config : PriorConfig
+    loss_fn : callable
+        ``loss_fn(model, batch) -> scalar``.
+    evaluate : callable
+        ``evaluate(model) -> dict`` of metrics, every ``--eval-every`` steps.
+    final_scores : callable
+        ``final_scores(model) -> dict``, recorded in the exported provenance.
+    warm_start : callable or None
+        ``warm_start(model, state)`` loads ``--init-from`` weights; ``None``
+        loads them strictly.
+    desc : str
+        Progress-bar label.
+    """
     if args.threads:
         torch.set_num_threads(args.threads)
     import torch.distributed as dist
@@ -172,35 +248,32 @@ def main(argv=None):
         rank = dist.get_rank()
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    config = dict(PRESETS[args.preset], max_classes=args.max_classes)
-    if args.row_blocks is not None:
-        config["row_num_blocks"] = args.row_blocks
-    prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
-                               min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob,
-                               categorical_prob=args.categorical_prob)
     torch.manual_seed(args.seed)
-    model = TabICLModel(**config)
+    model = build_model()
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else (
         "cpu" if args.device == "auto" else args.device)
     source = _PriorSource(TabularPrior(prior_config, seed=args.seed * 1000 + rank, device=device), args.batch_size)
+    recipe = recipe_command(recipe_name, sys.argv[3:] if argv is None else argv)
     if args.export_now:
         state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
         model.load_state_dict(state["model"])
-        history = state["history"]
-        _export(args, model, history, prior_config, argv)
+        _export(args, model, state["history"], prior_config, recipe, final_scores)
         return 0
-    if args.init_from and not os.path.exists(args.checkpoint):
-        load_deepening_rows(model, _load_model_state(args.init_from))
+    if args.init_from and not (args.checkpoint and os.path.exists(args.checkpoint)):
+        state = _load_model_state(args.init_from)
+        if warm_start is None:
+            model.load_state_dict(state)
+        else:
+            warm_start(model, state)
     history = pretrain(
-        model, source, prior_loss, steps=args.steps, lr=args.lr, warmup_fraction=args.warmup, grad_clip=1.0,
+        model, source, loss_fn, steps=args.steps, lr=args.lr, warmup_fraction=args.warmup, grad_clip=1.0,
         device=device, checkpoint_path=args.checkpoint, checkpoint_every=args.checkpoint_every,
-        callback=lambda m, step: real_table_scores(m), callback_every=args.eval_every,
+        callback=lambda m, step: evaluate(m), callback_every=args.eval_every,
         max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta={"recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv)},
-        verbose=0 if args.quiet else 1, desc="pretrain tabicl",
+        meta={"recipe": recipe}, verbose=0 if args.quiet else 1, desc=desc,
     )
     if rank == 0 and args.export and history["step"] >= args.steps:
-        _export(args, model, history, prior_config, argv)
+        _export(args, model, history, prior_config, recipe, final_scores)
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
@@ -253,13 +326,13 @@ def _load_model_state(path):
     return {k: v.float() for k, v in load_weights(path)["state_dict"].items()}
 
 
-def _export(args, model, history, prior_config, argv):
+def _export(args, model, history, prior_config, recipe, final_scores):
+    """Write the shippable weights with their provenance (settings, prior, steps, seed, scores, hash)."""
     model.eval()
     with torch.no_grad():
-        final = real_table_scores(model, with_baseline=True)
+        final = final_scores(model)
     provenance = {
-        "recipe": history.get("meta", {}).get(
-            "recipe", recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv)),
+        "recipe": history.get("meta", {}).get("recipe", recipe),
         "preset": args.preset, "steps": history["step"], "steps_planned": args.steps,
         "tables_seen": history["items"], "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
         "prior": json.dumps(dataclasses.asdict(prior_config)), "train_seconds": round(history["seconds"], 1),

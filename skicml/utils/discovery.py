@@ -148,7 +148,7 @@ def _recipe_name(path):
         ):
             return node.value.value
     raise ValueError(
-        f"{path} is a pretraining recipe (named _pretrain.py) but assigns no string to RECIPE_NAME; "
+        f"{path} is a pretraining recipe (named {path.name}) but assigns no string to RECIPE_NAME; "
         "add e.g. RECIPE_NAME = \"mymethod\" at module level so that `skicml pretrain mymethod` finds it."
     )
 
@@ -159,7 +159,9 @@ def all_pretrain_recipes(root=None, prefix="skicml"):
     A method family offers a recipe by shipping a module named
     ``_pretrain.py`` anywhere under its domain folder, with a module-level
     string ``RECIPE_NAME`` and a function ``main(argv)`` that takes the
-    remaining command-line arguments. The name is read from the source, so
+    remaining command-line arguments; a family with a second recipe ships it
+    beside the first as ``_pretrain_<what>.py`` (TabICL's regressor:
+    ``_pretrain_regressor.py``). The name is read from the source, so
     listing the recipes imports none of them.
 
     Parameters
@@ -177,7 +179,7 @@ def all_pretrain_recipes(root=None, prefix="skicml"):
     Raises
     ------
     ValueError
-        If a ``_pretrain.py`` has no ``RECIPE_NAME``, or two recipes share a name.
+        If a recipe module has no ``RECIPE_NAME``, or two recipes share a name.
 
     Examples
     --------
@@ -186,8 +188,9 @@ def all_pretrain_recipes(root=None, prefix="skicml"):
     'skicml.tabicl._pretrain:main'
     """
     names, root = _modules_named("_pretrain.py", root, prefix)
+    names += _modules_named("_pretrain_*.py", root, prefix)[0]
     recipes = {}
-    for module in names:
+    for module in sorted(names):
         path = root.joinpath(*module.split(".")[1:]).with_suffix(".py")
         recipe = _recipe_name(path)
         if recipe in recipes:
