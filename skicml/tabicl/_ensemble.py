@@ -5,7 +5,8 @@
   recursion (upstream #9) and is lazy, so thousands of features are cheap.
 * :class:`EnsembleGenerator` draws the ensemble members (normalisation
   method, column permutation, class offset) exactly as the official v0.1.4
-  ``_generate_ensemble`` does for the same integer ``random_state`` and caches
+  ``_generate_ensemble`` does for the same integer ``random_state`` (or, with
+  ``member_draw="v2"``, as the 2.x one does) and caches
   the transformed training matrix per normalisation method; with
   ``pca_components`` every other group of members sees the principal view.
 """
@@ -26,12 +27,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._encoding import UniqueFeatureFilter
 from ._normalization import NORM_METHODS, PreprocessingPipeline, PrincipalProjection, _resolve_seed
 
-__all__ = ["SHUFFLE_METHODS", "EnsembleGenerator", "feature_permutations", "latin_square_permutations"]
+__all__ = ["MEMBER_DRAWS", "SHUFFLE_METHODS", "EnsembleGenerator", "feature_permutations",
+           "latin_square_permutations"]
 
 #: Column-permutation strategies understood by :func:`feature_permutations`.
 SHUFFLE_METHODS = ("none", "shift", "random", "latin")
 #: Key prefix of the ensemble members that see the principal-component view.
 PCA_VIEW = "pca:"
+#: Official releases whose drawing of the members :class:`EnsembleGenerator` reproduces.
+MEMBER_DRAWS = ("v1", "v2")
 
 
 # --------------------------------------------------------------------------
@@ -191,6 +195,15 @@ class EnsembleGenerator(BaseEstimator):
     order (``configs_``) and grouped by method in the order of
     ``norm_methods`` (the official grouping follows ``set`` order).
 
+    ``member_draw`` picks which official release's class offsets these are.
+    ``"v1"`` (tabicl 0.1.x): a random order of the ``K`` offsets, drawn from
+    the stream that then shuffles the pairs. ``"v2"`` (tabicl 2.x, whose
+    ``Shuffler(method="shift")`` gives the ``K`` cyclic shifts of the classes
+    in order): the offsets ``0, K-1, K-2, ..., 1`` (shift ``i`` relabels class
+    ``c`` as ``c - i``), drawn from nothing, so the stream only shuffles the
+    pairs. Without class shifts (regression, ``class_shift=False``) both are
+    the same draw.
+
     With ``pca_components`` (skicml's addition) the members alternate, one
     group of ``len(norm_methods)`` at a time, between the raw columns and the
     table's leading principal components (:class:`PrincipalProjection`). A
@@ -208,6 +221,9 @@ class EnsembleGenerator(BaseEstimator):
     class_shift : bool, default=True
     outlier_threshold : float, default=4.0
     random_state : int, RandomState instance or None, default=None
+    member_draw : {"v1", "v2"}, default="v1"
+        The official release whose class offsets to reproduce (see above);
+        the estimators pick ``"v2"`` for TabICL v2 networks.
     pca_components : int or None, default=None
         Most principal components of the principal view; ``None`` disables it.
     categorical_features : array-like of bool of shape (n_features,) or None, default=None
@@ -255,7 +271,8 @@ class EnsembleGenerator(BaseEstimator):
     """
 
     def __init__(self, n_estimators=32, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
-                 outlier_threshold=4.0, random_state=None, pca_components=None, categorical_features=None):
+                 outlier_threshold=4.0, random_state=None, pca_components=None, categorical_features=None,
+                 member_draw="v1"):
         self.n_estimators = n_estimators
         self.norm_methods = norm_methods
         self.feat_shuffle_method = feat_shuffle_method
@@ -264,6 +281,7 @@ class EnsembleGenerator(BaseEstimator):
         self.random_state = random_state
         self.pca_components = pca_components
         self.categorical_features = categorical_features
+        self.member_draw = member_draw
 
     def _check_params(self):
         if not isinstance(self.n_estimators, numbers.Integral) or self.n_estimators < 1:
@@ -283,6 +301,8 @@ class EnsembleGenerator(BaseEstimator):
                 not isinstance(self.pca_components, numbers.Integral) or isinstance(self.pca_components, bool)
                 or self.pca_components < 1):
             raise ValueError(f"pca_components must be a positive integer or None, got {self.pca_components!r}.")
+        if self.member_draw not in MEMBER_DRAWS:
+            raise ValueError(f"member_draw must be one of {MEMBER_DRAWS}, got {self.member_draw!r}.")
         if self.feat_shuffle_method not in SHUFFLE_METHODS:
             raise ValueError(
                 f"Unknown feature shuffle method {self.feat_shuffle_method!r}; expected one of {SHUFFLE_METHODS}."
@@ -323,14 +343,16 @@ class EnsembleGenerator(BaseEstimator):
             views[PCA_VIEW] = (X_pca, feature_permutations(X_pca.shape[1], self.feat_shuffle_method,
                                                          self.n_estimators, self.seed_))
 
-        # official _generate_ensemble: its own Random for the class offsets and the
-        # shuffle, a separate one (same seed) inside the feature shuffler
+        # official _generate_ensemble: its own Random for the class offsets (v1
+        # only) and the shuffle, a separate one (same seed) inside the feature shuffler
         rng = random.Random(self.seed_)
         patterns = views[""][1]
-        if self.class_shift and self.n_estimators > 1:
-            offsets = rng.sample(range(n_classes), n_classes)
-        else:
+        if not (self.class_shift and self.n_estimators > 1):
             offsets = [0]
+        elif self.member_draw == "v1":
+            offsets = rng.sample(range(n_classes), n_classes)
+        else:  # v2: cyclic shift i maps class c to c - i, for i = 0 .. K-1
+            offsets = [-i % n_classes for i in range(n_classes)]
         self.class_offsets_drawn_ = [int(o) for o in offsets]
         pairs = list(range(len(patterns) * len(offsets)))  # product(patterns, offsets), offsets fastest
         rng.shuffle(pairs)
