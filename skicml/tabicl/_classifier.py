@@ -444,6 +444,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                 feat_shuffle_method=self.feat_shuffle_method, class_shift=self.class_shift,
                 outlier_threshold=self.outlier_threshold, random_state=seed,
                 pca_components=self.pca_components, categorical_features=_categorical_columns(self.encoder_),
+                # a v2 network's class shifts are drawn as tabicl 2.x draws them
+                member_draw="v2" if isinstance(self.model_, TabICLv2Model) else "v1",
             ).fit(X_num, y_encoded)
             self.n_estimators_ = self.ensemble_.n_estimators_
             self.class_prior_ = np.bincount(y_encoded, minlength=n_classes) / len(y_encoded)
