@@ -1,95 +1,22 @@
 """Our TabICLv2Model against the official ``tabicl==2.2.0`` network.
 
-``tabicl`` 2.2.0 has the import name of the ``tabicl`` 0.1.4 that the v1
-parity tests import, so it is installed in a folder of its own
-(``pip install --no-deps --target .venv/tabicl-2.2.0 tabicl==2.2.0``, or the
-folder ``$SKICML_TABICL2_PATH``) and imported beside 0.1.4: :class:`Official`
-swaps the ``tabicl*`` entries of ``sys.modules`` (and ``sys.path``) for the
-2.2.0 ones while its code runs, and back after, so both versions live in one
-pytest process and official code that imports lazily at call time finds its
-own version.
-
-Randomly initialised official models at small configs are perturbed away
-from their zero initialisations, loaded into ours, and must agree to 1e-4.
+The official package is imported beside the ``tabicl`` 0.1.4 of the v1 parity
+tests by :mod:`_official_v2` (its own folder, swapped into ``sys.modules``
+while its code runs). Randomly initialised official models at small configs
+are perturbed away from their zero initialisations, loaded into ours, and
+must agree to 1e-4.
 """
 
-import contextlib
-import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from _official_v2 import VERSION, dist_version, is_tabicl, official_or_skip
 
 from skicml.tabicl._model_v2 import TabICLv2Model, load_tabicl_network
 from skicml.tabicl._quantiles import QuantileDistribution
 
-VERSION = "2.2.0"
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _is_tabicl(name):
-    return name == "tabicl" or name.startswith("tabicl.")
-
-
-class Official:
-    """``tabicl`` 2.2.0's modules, usable beside another ``tabicl`` in ``sys.modules``."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        self.modules = {}
-        with self.active():
-            import tabicl
-            import tabicl._model.inference_config
-            import tabicl._model.quantile_dist
-            import tabicl._model.tabicl
-
-            assert tabicl.__file__.startswith(self.path)
-            self.TabICL = tabicl._model.tabicl.TabICL
-            self.InferenceConfig = tabicl._model.inference_config.InferenceConfig
-            self.QuantileDistribution = tabicl._model.quantile_dist.QuantileDistribution
-
-    @contextlib.contextmanager
-    def active(self):
-        """Within: ``import tabicl`` is 2.2.0; after: whatever it was before."""
-        saved = {name: module for name, module in sys.modules.items() if _is_tabicl(name)}
-        for name in saved:
-            del sys.modules[name]
-        sys.modules.update(self.modules)
-        sys.path.insert(0, self.path)
-        try:
-            yield
-        finally:
-            sys.path.remove(self.path)
-            for name in [name for name in sys.modules if _is_tabicl(name)]:
-                self.modules[name] = sys.modules.pop(name)
-            sys.modules.update(saved)
-
-    def inference_config(self):
-        # fp32 on the CPU: the official default autocasts to bfloat16
-        config = self.InferenceConfig()
-        config.update_from_dict({key: {"use_amp": False} for key in ("COL_CONFIG", "ROW_CONFIG", "ICL_CONFIG")})
-        return config
-
-
-def _dist_version(path):
-    found = sorted(Path(path).glob("tabicl-*.dist-info"))
-    return found[0].name[len("tabicl-"):-len(".dist-info")] if found else "unknown"
-
-
-def _official():
-    path = Path(os.environ.get("SKICML_TABICL2_PATH") or _ROOT / ".venv" / f"tabicl-{VERSION}")
-    if not (path / "tabicl" / "_model" / "tabicl.py").is_file():
-        pytest.skip(f"parity needs tabicl=={VERSION} in {path} (pip install --no-deps --target "
-                    f".venv/tabicl-{VERSION} tabicl=={VERSION}, or set SKICML_TABICL2_PATH)",
-                    allow_module_level=True)
-    official = Official(path)
-    if _dist_version(path) != VERSION:
-        pytest.skip(f"{path} holds tabicl {_dist_version(path)}, not {VERSION}", allow_module_level=True)
-    return official
-
-
-OFFICIAL = _official()
+OFFICIAL = official_or_skip()
 
 SMALL = dict(embed_dim=16, col_num_blocks=2, col_nhead=2, col_num_inds=4, row_num_blocks=2, row_nhead=2,
              row_num_cls=2, icl_num_blocks=2, icl_nhead=2)
@@ -133,10 +60,10 @@ def _close(got, expected):
 
 
 def test_official_is_2_2_0_and_v1_is_untouched():
-    assert _dist_version(OFFICIAL.path) == VERSION
+    assert dist_version(OFFICIAL.path) == VERSION
     assert OFFICIAL.TabICL.__module__ == "tabicl._model.tabicl"
     # outside the swap, ``tabicl`` is whatever the environment has (0.1.4 for the v1 tests)
-    assert not any(module is OFFICIAL.modules.get(name) for name, module in sys.modules.items() if _is_tabicl(name))
+    assert not any(module is OFFICIAL.modules.get(name) for name, module in sys.modules.items() if is_tabicl(name))
 
 
 def test_state_dict_names_and_shapes_match_official_default():
