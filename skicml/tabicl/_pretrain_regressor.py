@@ -197,6 +197,40 @@ def model_config(preset, num_quantiles, overrides=()):
     return config
 
 
+def transfer_matching_weights(model, state):
+    """Start ``model`` from every tensor of ``state`` with its name and shape; the rest keeps its initialisation.
+
+    This is how the regression network starts from the shipped v1
+    classifier (``--init-from`` its weights file): with the classifier's
+    column stage (``col_affine=True``, no feature groups, no scalable
+    softmax, layer norms with bias) the column, row and in-context blocks
+    carry over, and only the target encoders and the quantile decoder's last
+    layer are new. The column stage's target encoder starts at zero, so the
+    warm-started network computes the classifier's row vectors exactly until
+    training moves it.
+
+    Returns
+    -------
+    dict
+        ``"loaded"`` and ``"fresh"``: the parameter names of each kind.
+    """
+    own = model.state_dict()
+    loaded = {key: value for key, value in state.items() if key in own and own[key].shape == value.shape}
+    if not loaded:
+        raise ValueError("No tensor of the given weights matches the network by name and shape: nothing to start "
+                         "from; check --preset and --config against the weights' architecture.")
+    model.load_state_dict(loaded, strict=False)
+    encoder = getattr(model.col_embedder, "y_encoder", None)
+    if encoder is not None and not any(key.startswith("col_embedder.y_encoder.") for key in loaded):
+        with torch.no_grad():
+            encoder.weight.zero_()
+            encoder.bias.zero_()
+    fresh = sorted(set(own) - set(loaded))
+    print(f"warm start: {len(loaded)} tensors ({sum(v.numel() for v in loaded.values()):,} values) loaded, "
+          f"{len(fresh)} fresh: {', '.join(fresh[:8])}{' ...' if len(fresh) > 8 else ''}", flush=True)
+    return {"loaded": sorted(loaded), "fresh": fresh}
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="skicml pretrain tabicl-regressor", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
@@ -228,6 +262,6 @@ def main(argv=None):
         args, argv, RECIPE_NAME, lambda: TabICLv2Model(**config), prior_config, pinball_loss,
         evaluate=lambda model: {**held_out(model), **real_table_scores(model)},
         final_scores=lambda model: {**held_out(model), **real_table_scores(model, with_baseline=True)},
-        desc="pretrain tabicl-regressor",
+        desc="pretrain tabicl-regressor", warm_start=transfer_matching_weights,
     )
 
