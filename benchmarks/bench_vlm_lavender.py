@@ -45,7 +45,7 @@ import torch
 
 from skicml.datasets import make_object_scenes, object_classes
 from skicml.vlm import LavenderTuner, OracleMaskTeacher, TinyDiffusionTeacher, chair, pointing_accuracy
-from skicml.vlm._lavender._align import keyed_words, pool_word_maps
+from skicml.vlm._lavender._align import pool_word_maps, word_hits
 
 TEACHER_NAME = "tiny-diffusion-scenes"
 #: Pointing is judged on the student's own grid (TinyVLM's 3 x 3 image tokens), every map area-resized to it.
@@ -97,24 +97,24 @@ def best_head_pointing(tuner, test):
     grid = int(round(np.sqrt(model.n_image_tokens)))
     side = tuner.attn_resolution
     keyed = [{w: np.zeros((side, side)) for w in tokenizer.words(c) if w in words} for c in test["captions"]]
-    tensors = tuner._tensors(test["images"], tuner.prompt, list(test["captions"]), keyed)
+    tensors, teacher_words = tuner._tensors(test["images"], tuner.prompt, list(test["captions"]), keyed)
     layers = list(range(len(model.layers)))
     with torch.inference_mode():
         probabilities = torch.cat([
-            model(tensors["ids"][i:i + 64, :-1], images=tensors["images"][i:i + 64],
-                  token_mask=tensors["mask"][i:i + 64, :-1], attention_layers=layers)[2]
-            for i in range(0, len(tensors["ids"]), 64)], dim=1)
-    teacher_ids = tensors["teacher_ids"]
-    hits = keyed_words(tensors["ids"][:, 1:], tensors["target"][:, 1:], teacher_ids)
+            model(tensors["input_ids"][i:i + 64, :-1], images=tensors["images"][i:i + 64],
+                  token_mask=tensors["attention_mask"][i:i + 64, :-1], attention_layers=layers)[2]
+            for i in range(0, len(tensors["input_ids"]), 64)], dim=1)
+    n_words = tensors["teacher_words"].shape[1]
+    hits = word_hits(tensors["word_of"][:, 1:], tensors["target"][:, 1:], n_words) & tensors["teacher_words"][:, None]
     rows = hits.any(-1).nonzero()
-    index = rows[:, 0] * teacher_ids.shape[1] + hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
+    index = rows[:, 0] * n_words + hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
     best = (-1.0, None)
     for layer in layers:
         for head in range(probabilities.shape[2]):
             maps = probabilities[layer, rows[:, 0], head, rows[:, 1] + model.n_image_tokens, :model.n_image_tokens]
-            pooled, counts = pool_word_maps(maps, index, len(test["images"]), teacher_ids.shape[1])
-            as_dicts = [{tokenizer.vocabulary[int(t)]: pooled[i, j].reshape(grid, grid).numpy()
-                         for j, t in enumerate(teacher_ids[i]) if t >= 0 and counts[i, j] > 0}
+            pooled, counts = pool_word_maps(maps, index, len(test["images"]), n_words)
+            as_dicts = [{word: pooled[i, j].reshape(grid, grid).numpy()
+                         for j, word in enumerate(teacher_words[i]) if counts[i, j] > 0}
                         for i in range(len(test["images"]))]
             accuracy = pointing_accuracy(as_dicts, test["objects"], test["masks"])["all"]
             if accuracy > best[0]:

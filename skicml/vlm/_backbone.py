@@ -27,24 +27,62 @@ subclasses a particular model class):
     The id of a word's first token; :meth:`VISTASteerer.token_rankings`
     needs it to track words given as strings.
 
+Fine-tuning members (optional; :class:`LavenderTuner` needs them, see
+:data:`TUNING_PROTOCOL`):
+
+``model``, ``with_model(model)``
+    The ``nn.Module`` holding every weight, and the same kind of backbone
+    around another module (the tuner's private copy).
+``language_model``, ``default_lora_targets``
+    The module whose linear layers LoRA adapts (adapter names are relative
+    to it), and the names it adapts unless told otherwise.
+``n_heads``, ``image_grid``
+    Attention heads of a decoder layer; (rows, columns) of the image tokens.
+``caption_batch(images, prompts, captions)``
+    Teacher-forcing rows ``prompt caption <end>``, right-padded, as a dict
+    of CPU tensors: ``input_ids``, ``attention_mask``, ``target`` (bool,
+    the tokens a caption loss predicts: the caption's and the end token)
+    and the image tensors the model reads; and, per row, the caption's
+    words as ``(word, token positions)`` pairs, words lower-cased, a word
+    of several tokens holding all their positions.
+``word_token_ids(word)``
+    The ids of single tokens that spell ``word`` (none when it takes
+    several), for keying a position by the word it predicts.
+``teacher_forced(inputs, attention_layers=None, attention_rows=None)``
+    Logits ``(B, T, vocab)`` of ``inputs`` (``logits[:, i]`` predicts
+    token ``i + 1``) and, with ``attention_layers``, the attention of the
+    query positions ``attention_rows`` ((N, 2) sample and position pairs)
+    to the image tokens in raster order, ``(N, n_layers, n_heads,
+    rows * columns)``, differentiable.
+
 :class:`TinyVLM` follows the protocol through :func:`as_backbone`;
 :class:`HFLlavaAdapter` wraps a Hugging Face LLaVA-style model and its
-processor; :class:`CallableAdapter` builds a backbone from functions.
+processor; :class:`CallableAdapter` builds a backbone from functions (the
+decoding members only).
 """
 
 from __future__ import annotations
+
+import re
+import sys
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..ops import row_logsumexp, subblock_attention_probs
 from ._model import TinyVLM
-from ._text import WordTokenizer
+from ._text import WordTokenizer, encode_captions
 
-__all__ = ["CallableAdapter", "HFLlavaAdapter", "as_backbone", "check_backbone"]
+__all__ = ["CallableAdapter", "HFLlavaAdapter", "as_backbone", "check_backbone", "check_tunable"]
 
 PROTOCOL = ("layers", "mlp_of", "final_norm", "lm_head", "hidden_size", "eos_token_id", "build_inputs",
             "prefill", "step", "reorder", "decode")
+#: What fine-tuning with attention alignment (LavenderTuner) needs beyond :data:`PROTOCOL`.
+TUNING_PROTOCOL = ("model", "with_model", "language_model", "default_lora_targets", "n_heads", "image_grid",
+                   "caption_batch", "word_token_ids", "teacher_forced")
+#: A word of a caption, as teachers key their maps: letters and digits, lower-cased; punctuation is no word.
+WORD = re.compile(r"[^\W_]+")
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "feedforward")
 
 
@@ -152,6 +190,55 @@ class _TinyVLMBackbone:
                              f"{len(self.tokenizer)} words, e.g. {self.tokenizer.vocabulary[4:10]}.")
         return self.tokenizer.index[word]
 
+    # -- fine-tuning members -------------------------------------------
+    default_lora_targets = ("qkv",)
+
+    @property
+    def language_model(self):
+        return self.model  # its only linear layers are the decoder's
+
+    @property
+    def n_heads(self):
+        return self.model.layers[0].n_heads
+
+    @property
+    def image_grid(self):
+        side = self.image_size // self.model.config["patch_size"]
+        return side, side
+
+    def with_model(self, model):
+        return _TinyVLMBackbone(model)
+
+    def caption_batch(self, images, prompts, captions):
+        for text in ([prompts] if isinstance(prompts, str) else list(prompts)) + list(captions):
+            unknown = self.tokenizer.unknown_words(text)
+            if unknown:
+                raise ValueError(f"{text!r} holds words outside the backbone's vocabulary: {unknown[:10]}.")
+        ids, mask, target = encode_captions(self.tokenizer, prompts, captions)
+        words = []
+        for row, caption in zip(target, captions):
+            start = int(row.nonzero()[0])  # the caption's first token; one token a word
+            words.append([(token, [start + k]) for k, token in enumerate(self.tokenizer.words(caption))
+                          if WORD.fullmatch(token)])
+        inputs = {"input_ids": ids, "attention_mask": mask, "target": target,
+                  "images": self.images_tensor(images).cpu()}
+        return inputs, words
+
+    def word_token_ids(self, word):
+        return [self.tokenizer.index[word]] if word in self.tokenizer.index else []
+
+    def teacher_forced(self, inputs, attention_layers=None, attention_rows=None):
+        # The image tokens come first, so query position i of the text is sequence position n_image + i.
+        n_image = self.model.n_image_tokens
+        output = self.model(inputs["input_ids"], images=inputs["images"], token_mask=inputs["attention_mask"],
+                            attention_layers=attention_layers)
+        logits = self.model.logits(output[0][:, n_image:])
+        if attention_layers is None:
+            return logits, None
+        rows = attention_rows
+        # Two advanced indices split by a slice put their dimension first: (N, layers, heads, n_image).
+        return logits, output[2][:, rows[:, 0], :, rows[:, 1] + n_image, :n_image]
+
 
 def check_backbone(backbone):
     """Raise a clear error naming the protocol members ``backbone`` lacks."""
@@ -167,14 +254,35 @@ def check_backbone(backbone):
     return backbone
 
 
+def check_tunable(backbone, who="LavenderTuner"):
+    """Raise a clear error naming the fine-tuning members (:data:`TUNING_PROTOCOL`) ``backbone`` lacks."""
+    missing = [name for name in TUNING_PROTOCOL if not hasattr(backbone, name)]
+    if missing:
+        raise TypeError(
+            f"{who} fine-tunes a TinyVLM or a Hugging Face LLaVA-style model (HFLlavaAdapter(model, processor)); "
+            f"{type(backbone).__name__} lacks the fine-tuning members {missing} of the backbone protocol."
+        )
+    return backbone
+
+
 def as_backbone(backbone):
-    """A protocol object for ``backbone``: a :class:`TinyVLM`, a shipped model's name, or a protocol object."""
+    """A protocol object for ``backbone``.
+
+    A :class:`TinyVLM`, a shipped model's name, a Hugging Face ``(model,
+    processor)`` pair (wrapped in :class:`HFLlavaAdapter`), or a protocol
+    object.
+    """
     if isinstance(backbone, str):
         from ._pretrained import load_tiny_vlm
 
         backbone = load_tiny_vlm(backbone)
     if isinstance(backbone, TinyVLM):
         return _TinyVLMBackbone(backbone)
+    if isinstance(backbone, (tuple, list)) and len(backbone) == 2 and isinstance(backbone[0], nn.Module):
+        return HFLlavaAdapter(*backbone)
+    if isinstance(backbone, nn.Module) and hasattr(backbone, "config") and not hasattr(backbone, "prefill"):
+        raise TypeError(f"a Hugging Face {type(backbone).__name__} needs its processor: pass "
+                        "HFLlavaAdapter(model, processor) or the pair (model, processor).")
     return check_backbone(backbone)
 
 
@@ -305,6 +413,7 @@ class HFLlavaAdapter:
     def __init__(self, model, processor, image_token=None):
         self.model = model
         self.processor = processor
+        self._image_token_given = image_token
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.tokenizer.padding_side = "left"
         self.image_token = image_token or getattr(processor, "image_token", None) or "<image>"
@@ -427,3 +536,249 @@ class HFLlavaAdapter:
         if not ids:
             raise ValueError(f"the tokenizer turns {word!r} into no token.")
         return int(ids[0])
+
+    # -- fine-tuning members -------------------------------------------
+    #: LoRA's targets in the language model, as the official Lavender code (llama-recipes' PEFT defaults).
+    default_lora_targets = ("q_proj", "v_proj")
+
+    def with_model(self, model):
+        return type(self)(model, self.processor, self._image_token_given)
+
+    @property
+    def _config(self):
+        return self.model.config
+
+    @property
+    def image_token_id(self):
+        config = self._config
+        token = getattr(config, "image_token_id", None)
+        token = getattr(config, "image_token_index", None) if token is None else token
+        if token is None:
+            raise ValueError(f"{type(self.model).__name__}'s config has no image_token_id (image_token_index): "
+                             "cannot tell where the image tokens are.")
+        return int(token)
+
+    @property
+    def image_grid(self):
+        vision = self._config.vision_config
+        side = int(vision.image_size) // int(vision.patch_size)
+        return side, side
+
+    @property
+    def _n_image_tokens(self):
+        rows, columns = self.image_grid
+        # LLaVA's "full" feature strategy keeps the vision tower's CLS feature in front of the patches.
+        return rows * columns + (getattr(self._config, "vision_feature_select_strategy", "default") == "full")
+
+    @property
+    def n_heads(self):
+        attention = self.layers[0].self_attn
+        return int(attention.q_proj.out_features // attention.head_dim)
+
+    def _check_prompts(self, prompts):
+        for prompt in prompts:
+            if prompt.count(self.image_token) != 1:
+                raise ValueError(f"the prompt {prompt!r} must hold the image placeholder {self.image_token!r} "
+                                 "exactly once: one image a sample (several images are not supported).")
+
+    def caption_batch(self, images, prompts, captions):
+        """Teacher-forcing rows ``prompt caption <end>`` with the caption's words located by token offsets.
+
+        Prompt and caption are tokenised together, as generation continues
+        the prompt: a space joins them unless the prompt ends in one. The
+        processor expands the image placeholder into the image tokens in the
+        string before tokenising, so the caption is the last ``len(caption)``
+        characters of that expanded string; tokens overlapping them are the
+        caption's, and each goes to the word it overlaps most.
+        """
+        from ..utils.images import pil_from_array
+
+        prompts = _prompt_list(prompts, len(images))
+        self._check_prompts(prompts)
+        images = [np.asarray(image) for image in images]
+        odd = [i for i, image in enumerate(images) if image.shape[0] != image.shape[1]]
+        if odd:
+            raise ValueError(f"image {odd[0]} is {images[odd[0]].shape[0]} x {images[odd[0]].shape[1]} pixels: the "
+                             "processor centre-crops images that are not square, so the image tokens would cover "
+                             "less than the teacher's maps. Pad or crop the images to squares first.")
+        captions = [str(c).strip() for c in captions]
+        texts = [p + ("" if p[-1:].isspace() else " ") + c for p, c in zip(prompts, captions)]
+        batch = self.processor(images=[pil_from_array(image) for image in images], text=texts,
+                               return_offsets_mapping=True)
+        image_token, n_image = self.image_token_id, self._n_image_tokens
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_id
+        rows, targets, words = [], [], []
+        for i, (text, caption) in enumerate(zip(texts, captions)):
+            ids, offsets = list(batch["input_ids"][i]), [tuple(o) for o in batch["offset_mapping"][i]]
+            found = ids.count(image_token)
+            if found != n_image:
+                raise ValueError(f"row {i} holds {found} image tokens where the model reads {n_image} "
+                                 f"({self.image_grid[0]} x {self.image_grid[1]} patches): the processor and the "
+                                 "model's vision config disagree.")
+            end = len(text) + (found - 1) * len(self.image_token)
+            if max(e for _, e in offsets) != end:
+                raise ValueError("the tokenizer's offsets do not end where the caption ends; LavenderTuner needs a "
+                                 "fast tokenizer whose offsets index the text it was given.")
+            start = end - len(caption)
+            caption_tokens = [p for p, (s, e) in enumerate(offsets) if e > s and e > start]
+            spans = [(m.group().lower(), m.start() + start, m.end() + start) for m in WORD.finditer(caption)]
+            positions = {}
+            for p in caption_tokens:
+                s, e = offsets[p]
+                overlap = [min(e, we) - max(s, ws) for _, ws, we in spans]
+                if overlap and max(overlap) > 0:
+                    positions.setdefault(int(np.argmax(overlap)), []).append(p)
+            words.append([(spans[k][0], found_at) for k, found_at in sorted(positions.items())])
+            target = [False] * len(ids)
+            for p in caption_tokens:
+                target[p] = True
+            if ids[-1] != self.eos_token_id:
+                ids, target = ids + [self.eos_token_id], target + [True]
+            target[-1] = True
+            rows.append(ids)
+            targets.append(target)
+        width = max(map(len, rows))
+        inputs = {"input_ids": torch.full((len(rows), width), pad, dtype=torch.long),
+                  "attention_mask": torch.zeros(len(rows), width, dtype=torch.long),
+                  "target": torch.zeros(len(rows), width, dtype=torch.bool)}
+        for i, (ids, target) in enumerate(zip(rows, targets)):
+            inputs["input_ids"][i, :len(ids)] = torch.as_tensor(ids)
+            inputs["attention_mask"][i, :len(ids)] = 1
+            inputs["target"][i, :len(ids)] = torch.as_tensor(target)
+        pixels = batch["pixel_values"]
+        inputs["pixel_values"] = (torch.stack([torch.as_tensor(np.asarray(p)) for p in pixels])
+                                  if isinstance(pixels, (list, tuple)) else torch.as_tensor(pixels))
+        return inputs, words
+
+    def word_token_ids(self, word):
+        found = set()
+        for spelling in (word, " " + word):
+            ids = self.tokenizer(spelling, add_special_tokens=False)["input_ids"]
+            if len(ids) == 1 and ids[0] != self.tokenizer.unk_token_id:
+                found.add(int(ids[0]))
+        return sorted(found)
+
+    def teacher_forced(self, inputs, attention_layers=None, attention_rows=None):
+        """Logits of the rows and, for ``attention_layers``, the chosen queries' attention to the image tokens.
+
+        The model runs as it is (its own attention implementation, SDPA by
+        default). Hooks on each chosen layer's attention module keep the
+        outputs of its query and key projections (after any LoRA hooks on
+        them, which were registered first) and, once the module has run,
+        rotate them as it does, take each chosen query's log-sum-exp over
+        the keys it may attend to (:func:`skicml.ops.row_logsumexp`, an
+        ``(N, T)`` block) and the probabilities of the image keys from it
+        (:func:`skicml.ops.subblock_attention_probs`): exact, differentiable,
+        and never the ``(T, T)`` matrix that eager attention keeps for the
+        backward pass in every layer.
+        """
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        handles, captures = [], []
+        if attention_layers is not None:
+            text_config = self._config.get_text_config()
+            plan = _ImageAttentionPlan(ids, mask, attention_rows, self.image_token_id, self._n_image_tokens,
+                                       self.image_grid, getattr(text_config, "sliding_window", None))
+            for index in attention_layers:
+                attention = self.layers[int(index)].self_attn
+                _check_attention_module(attention, text_config)
+                captures.append(_ImageAttentionCapture(plan))
+                handles += captures[-1].attach(attention)
+        try:
+            pixels = inputs["pixel_values"].to(self.lm_head.weight.dtype)
+            out = self.model(input_ids=ids, pixel_values=pixels, attention_mask=mask, position_ids=positions,
+                             use_cache=False, return_dict=True)
+        finally:
+            for handle in handles:
+                handle.remove()
+        if attention_layers is None:
+            return out.logits, None
+        return out.logits, torch.stack([capture.probabilities for capture in captures], dim=1)
+
+
+def _check_attention_module(attention, text_config):
+    """Refuse attention modules whose probabilities are not ``softmax(scaling q k^T)`` of their projections."""
+    missing = [name for name in ("q_proj", "k_proj", "head_dim", "scaling") if not hasattr(attention, name)]
+    if missing:
+        raise TypeError(f"{type(attention).__name__} lacks {missing}: LavenderTuner reads the text-to-image "
+                        "attention of Llama-style attention modules (q_proj, k_proj, rotary embeddings).")
+    if getattr(text_config, "attn_logit_softcapping", None) is not None:
+        raise TypeError(f"{type(attention).__name__} soft-caps its attention scores, which the log-sum-exp route "
+                        "does not reproduce.")
+    if getattr(sys.modules[type(attention).__module__], "apply_rotary_pos_emb", None) is None:
+        raise TypeError(f"found no apply_rotary_pos_emb beside {type(attention).__name__}: cannot rotate the "
+                        "recomputed queries and keys as the model does.")
+
+
+class _ImageAttentionPlan:
+    """Which queries and keys one forward's captures read, shared by its layers.
+
+    ``rows`` (N, 2) are (sample, position) pairs. Each sample's rows are
+    gathered into a padded (B, n_max) block of query positions, so that the
+    keys are never copied per row; ``allowed`` holds the causal, padding and
+    sliding-window mask of those queries, and ``image_keys`` the positions
+    of each sample's image patches in raster order (a leading CLS feature
+    left out).
+    """
+
+    def __init__(self, ids, mask, rows, image_token_id, n_image_tokens, grid, sliding_window):
+        batch, width = ids.shape
+        self.rows = rows
+        counts = torch.bincount(rows[:, 0], minlength=batch)
+        self.slot = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[rows[:, 0]]
+        n_max = max(int(counts.max()) if len(rows) else 0, 1)
+        # Unused slots query the sample's last real position: any real row keeps the log-sum-exp finite.
+        last = mask.long().sum(1).clamp(min=1) - 1
+        self.queries = last[:, None].repeat(1, n_max)
+        self.queries[rows[:, 0], self.slot] = rows[:, 1]
+        keys = torch.arange(width, device=ids.device)
+        allowed = (keys <= self.queries[..., None]) & mask.bool()[:, None, :]
+        if sliding_window is not None:
+            allowed &= keys > self.queries[..., None] - int(sliding_window)
+        self.allowed = allowed[:, None]  # (B, 1, n_max, T)
+        image = ids == image_token_id
+        if not bool((image.sum(1) == n_image_tokens).all()):
+            raise ValueError(f"every row must hold {n_image_tokens} image tokens; got {image.sum(1).tolist()}.")
+        n_patches = grid[0] * grid[1]
+        self.image_keys = image.nonzero()[:, 1].reshape(batch, n_image_tokens)[:, n_image_tokens - n_patches:]
+
+
+class _ImageAttentionCapture:
+    """One layer's attention of the plan's queries to the image tokens, (N, heads, n_patches), by hooks."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.projected = {}
+        self.probabilities = None
+
+    def attach(self, attention):
+        def keep(name):
+            def hook(module, args, output):
+                self.projected[name] = output
+            return hook
+
+        return [attention.q_proj.register_forward_hook(keep("q")), attention.k_proj.register_forward_hook(keep("k")),
+                attention.register_forward_hook(self._read, with_kwargs=True)]
+
+    def _read(self, module, args, kwargs, output):
+        plan = self.plan
+        cos, sin = kwargs["position_embeddings"] if "position_embeddings" in kwargs else args[1]
+        head_dim = module.head_dim
+        batch, width = self.projected["q"].shape[:2]
+        q = self.projected["q"].view(batch, width, -1, head_dim)
+        k = self.projected["k"].view(batch, width, -1, head_dim)
+        self.projected.clear()
+        if hasattr(module, "q_norm"):  # Qwen3-style per-head norms before the rotation
+            q, k = module.q_norm(q), module.k_norm(k)
+        rotate = sys.modules[type(module).__module__].apply_rotary_pos_emb
+        q, k = rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # grouped-query attention: head h reads h // groups
+        # Float32 for the normaliser and the exponent: a bfloat16 log-sum-exp is off by about 1%.
+        q, k = q.float(), k.float()
+        n_max = plan.queries.shape[1]
+        chosen = q.gather(2, plan.queries[:, None, :, None].expand(-1, q.shape[1], n_max, head_dim))
+        lse = row_logsumexp(chosen, k, float(module.scaling), plan.allowed)
+        image_keys = k.gather(2, plan.image_keys[:, None, :, None].expand(-1, k.shape[1], -1, head_dim))
+        probabilities = subblock_attention_probs(chosen, image_keys, lse, float(module.scaling))
+        # Two advanced indices split by a slice put their dimension first: (N, heads, n_patches).
+        self.probabilities = probabilities[plan.rows[:, 0], :, plan.slot]

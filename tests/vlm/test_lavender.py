@@ -337,12 +337,11 @@ def test_constant_student_maps_cannot_zero_the_alignment_loss(scenes):
 
     images, captions, objects, masks = scenes
     fitted = tuner(scenes, max_epochs=0).fit(images, captions)
-    model = fitted.backbone_.model
-    aligner = Aligner(model.layers[0].n_heads)
+    aligner = Aligner(fitted.backbone_.n_heads)
     with torch.no_grad():
         aligner.project.weight.zero_()
-    objective = LavenderObjective(model, aligner, None, [0, 1], 8, 10.0, "aligner_then_mean", "target")
-    tensors = fitted._tensors(images, fitted.prompt, list(captions), oracle_word_maps(objects, masks, 8))
+    objective = LavenderObjective(fitted.backbone_, aligner, None, [0, 1], 8, 10.0, "aligner_then_mean", "target")
+    tensors, _ = fitted._tensors(images, fitted.prompt, list(captions), oracle_word_maps(objects, masks, 8))
     with torch.no_grad():
         objective(**tensors)
     _, alignment, n_matched = objective.log[-1]

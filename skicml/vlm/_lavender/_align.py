@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Aligner", "align_loss", "attention_maps", "keyed_words", "minmax_maps", "pool_word_maps"]
+__all__ = ["Aligner", "align_loss", "attention_maps", "grid_maps", "keyed_words", "minmax_maps", "pool_word_maps",
+           "word_hits"]
 
 _NORMS = {
     "instance": lambda channels: nn.InstanceNorm2d(channels),
@@ -76,24 +77,45 @@ def minmax_maps(maps, eps=1e-6):
 
 
 def keyed_words(keys, keyed, teacher_ids):
-    """Which text positions are keyed to which teacher word.
+    """Which text positions are keyed to which teacher word, by the token they are keyed by.
 
     Parameters
     ----------
     keys : Tensor of shape (B, T)
-        The token each position is keyed by (the word it predicts).
+        The token each position is keyed by (the token it predicts).
     keyed : Tensor of shape (B, T), bool
         The positions that may be keyed (the target text's).
-    teacher_ids : Tensor of shape (B, W)
-        The token of each teacher word, -1 past a sample's words.
+    teacher_ids : Tensor of shape (B, W) or (B, W, K)
+        The token of each teacher word, or the ``K`` single tokens that
+        spell it; -1 past a sample's words and spellings.
 
     Returns
     -------
     Tensor of shape (B, T, W), bool
         ``hits[b, t, w]``: position ``t`` of sample ``b`` is keyed to its word ``w``.
     """
-    real = teacher_ids[:, None, :] >= 0
-    return (keys[:, :, None] == teacher_ids[:, None, :]) & keyed[:, :, None] & real
+    if teacher_ids.dim() == 2:
+        teacher_ids = teacher_ids[..., None]
+    spelled = (keys[:, :, None, None] == teacher_ids[:, None]) & (teacher_ids[:, None] >= 0)
+    return spelled.any(-1) & keyed[:, :, None]
+
+
+def word_hits(word_of, keyed, n_words):
+    """Which text positions are keyed to which teacher word, by the word of the token they predict.
+
+    Parameters
+    ----------
+    word_of : Tensor of shape (B, T)
+        The teacher word each position's token belongs to, -1 for none
+        (a word of several tokens has all of them).
+    keyed : Tensor of shape (B, T), bool
+    n_words : int
+
+    Returns
+    -------
+    Tensor of shape (B, T, n_words), bool
+    """
+    return (word_of[:, :, None] == torch.arange(n_words, device=word_of.device)) & keyed[:, :, None]
 
 
 def attention_maps(probabilities, rows, image_slice, grid, resolution):
@@ -117,13 +139,20 @@ def attention_maps(probabilities, rows, image_slice, grid, resolution):
     -------
     Tensor of shape (N, L, H, resolution, resolution)
     """
-    n_layers, _, n_heads = probabilities.shape[:3]
     # Two advanced indices split by a slice put their dimension first: (N, L, H, n_image), row-major in N.
-    picked = probabilities[:, rows[:, 0], :, rows[:, 1], image_slice]
-    picked = picked.reshape(-1, n_heads, *grid)
+    return grid_maps(probabilities[:, rows[:, 0], :, rows[:, 1], image_slice], grid, resolution)
+
+
+def grid_maps(attention, grid, resolution):
+    """Image attention (N, L, H, rows * columns) laid on the image grid and resized: (N, L, H, R, R).
+
+    Bilinear resize from the grid (raster order, row 0 at the top).
+    """
+    n, n_layers, n_heads = attention.shape[:3]
+    picked = attention.reshape(-1, n_heads, *grid)
     if tuple(grid) != (resolution, resolution):
         picked = F.interpolate(picked, size=(resolution, resolution), mode="bilinear", align_corners=False)
-    return picked.reshape(len(rows), n_layers, n_heads, resolution, resolution)
+    return picked.reshape(n, n_layers, n_heads, resolution, resolution)
 
 
 def pool_word_maps(maps, word_index, n_samples, n_words):

@@ -18,17 +18,15 @@ from sklearn.utils.validation import check_is_fitted
 from ...base import TorchEstimatorMixin, seeded
 from ...nn.lora import LoRA
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
-from .._backbone import as_backbone
+from .._backbone import WORD, as_backbone, check_tunable
 from .._generate import generate
 from .._grounding import check_word_maps
 from .._input import _VLMInputMixin
-from .._model import TinyVLM
-from .._text import DEFAULT_PROMPT, encode_captions
-from ._align import Aligner, align_loss, attention_maps, keyed_words, minmax_maps, pool_word_maps
+from .._text import DEFAULT_PROMPT
+from ._align import Aligner, align_loss, grid_maps, keyed_words, minmax_maps, pool_word_maps, word_hits
 
 __all__ = ["LavenderTuner"]
 
-_PUNCTUATION = set(",.;:!?'\"()-")
 _INFERENCE_BATCH = 64
 
 
@@ -42,66 +40,82 @@ def _chunks(tensors, device):
 class LavenderObjective(torch.nn.Module):
     """Cross-entropy of the target captions plus ``align_weight`` times the attention-alignment loss.
 
-    ``forward`` takes one batch of tensors (what the training loop slices)
-    and returns the loss. Query position ``i`` of the text is keyed to the
-    word it is trained to predict (``word_key="target"``) or the word it
-    predicts (``"predicted"``, the official code's argmax keying); its
-    image attention in each of ``layers``, as maps, goes through the
-    Aligner, and the maps of one word are averaged and compared with the
-    teacher's map of that word.
+    ``forward`` takes one batch of tensors (what the training loop slices:
+    the backbone's :meth:`caption_batch` inputs and the teacher's words) and
+    returns the loss. Query position ``i`` of the text is keyed to the word
+    of the token it is trained to predict (``word_key="target"``; every
+    token of a word of several tokens) or to the word its argmax prediction
+    spells (``"predicted"``, the official code's keying, single-token words
+    only); its image attention in each of ``layers``, as maps, goes through
+    the Aligner, and the maps of one word are averaged and compared with the
+    teacher's map of that word. The backbone reads the model and the
+    attention (:meth:`teacher_forced`), so one objective serves TinyVLM and
+    Hugging Face models alike.
     """
 
-    def __init__(self, model, aligner, lora, layers, resolution, align_weight, aggregation, word_key):
+    def __init__(self, backbone, aligner, lora, layers, resolution, align_weight, aggregation, word_key):
         super().__init__()
-        self.model, self.aligner, self.lora = model, aligner, lora
+        self.model = backbone.model  # a submodule, so that the training loop sees its parameters
+        self.backbone = backbone
+        self.aligner, self.lora = aligner, lora
         self.layers, self.resolution, self.align_weight = list(layers), int(resolution), float(align_weight)
         self.aggregation, self.word_key = aggregation, word_key
-        side = int(round(np.sqrt(model.n_image_tokens)))
-        self.grid = (side, side)
+        self.grid = tuple(int(side) for side in backbone.image_grid)
         self.heads = None  # raw maps average these heads (all when None)
         self.log = []
 
     def _adapted(self):
-        return self.lora.attached(self.model) if self.lora is not None else nullcontext()
+        return self.lora.attached(self.backbone.language_model) if self.lora is not None else nullcontext()
 
-    def forward(self, ids, mask, target, images, teacher_maps, teacher_ids):
+    def forward(self, **batch):
         with self._adapted():
-            return self._loss(ids, mask, target, images, teacher_maps, teacher_ids)
+            return self._loss(**batch)
 
-    def _loss(self, ids, mask, target, images, teacher_maps, teacher_ids):
-        width = int(mask.sum(1).max())
-        ids, mask, target = ids[:, :width], mask[:, :width], target[:, :width]
-        n_image = self.model.n_image_tokens
+    def _loss(self, input_ids, attention_mask, target, word_of, word_tokens, teacher_words, teacher_maps,
+              **images):
         align = self.align_weight > 0
-        output = self.model(ids[:, :-1], images=images, token_mask=mask[:, :-1],
-                            attention_layers=self.layers if align else None)
-        logits = self.model.logits(output[0][:, n_image:])
-        targeted = target[:, 1:]
-        ce = F.cross_entropy(logits[targeted], ids[:, 1:][targeted])
+        logits, attention, rows, targeted = self.run(input_ids, attention_mask, target, images, align)
+        ce = F.cross_entropy(logits[targeted], input_ids[:, 1:logits.shape[1] + 1][targeted])
         if not align:
             self.log.append((float(ce.detach()), 0.0, 0))
             return ce
-        keys = ids[:, 1:] if self.word_key == "target" else logits.argmax(-1)
-        maps, word_index = self.student_maps(output[2], keys, targeted, teacher_ids)
-        n_samples, n_words = teacher_ids.shape
+        keyed = word_of[:, 1:logits.shape[1] + 1] if self.word_key == "target" else logits.argmax(-1)
+        maps, word_index = self.student_maps(attention, rows, keyed, targeted, word_tokens, teacher_words)
+        n_samples, n_words = teacher_words.shape
         pooled, counts = pool_word_maps(maps, word_index, n_samples, n_words)
         # A word counts when the student has a position for it and the teacher an informative map. The
         # official code also skips student maps of mean 0, which lets the Aligner zero the loss by
         # writing constant maps (min-max scaled to zeros); a constant map is scored like any other.
-        matched = (counts > 0) & (teacher_ids >= 0) & (teacher_maps.flatten(2).sum(-1) > 0)
+        matched = (counts > 0) & teacher_words & (teacher_maps.flatten(2).sum(-1) > 0)
         alignment, n_matched = align_loss(pooled, teacher_maps.flatten(2), matched)
         self.log.append((float(ce.detach()), float(alignment.detach()), n_matched))
         return ce + self.align_weight * alignment
 
-    def student_maps(self, probabilities, keys, keyed, teacher_ids):
-        """Aligned maps (N, R * R) of the positions whose key is a teacher word, and their word index."""
-        hits = keyed_words(keys, keyed, teacher_ids)
-        rows = hits.any(-1).nonzero()  # (N, 2): sample, text position
-        word = hits[rows[:, 0], rows[:, 1]].float().argmax(-1)
-        n_image = self.model.n_image_tokens
-        # Text position i is the query at sequence position n_image + i.
-        sequence_rows = torch.stack([rows[:, 0], rows[:, 1] + n_image], dim=1)
-        raw = attention_maps(probabilities, sequence_rows, slice(0, n_image), self.grid, self.resolution)
+    def run(self, input_ids, attention_mask, target, images, with_attention):
+        """Teacher-forced logits and, if asked, the image attention of every target position.
+
+        Rows are right-padded: the batch is cut to its longest row, and the
+        last token is fed to nobody (nothing is predicted after it).
+        """
+        width = int(attention_mask.sum(1).max())
+        inputs = {**images, "input_ids": input_ids[:, :width - 1], "attention_mask": attention_mask[:, :width - 1]}
+        targeted = target[:, 1:width]
+        rows = targeted.nonzero()  # (N, 2): sample, query position
+        logits, attention = self.backbone.teacher_forced(inputs, self.layers if with_attention else None, rows)
+        return logits, attention, rows, targeted
+
+    def student_maps(self, attention, rows, keys, keyed, word_tokens, teacher_words):
+        """Aligned maps (N, R * R) of the positions keyed to a teacher word, and their word index."""
+        n_words = teacher_words.shape[1]
+        if self.word_key == "target":
+            hits = word_hits(keys, keyed, n_words)
+        else:
+            hits = keyed_words(keys, keyed, word_tokens)
+        hits = hits & teacher_words[:, None, :]
+        chosen = hits[rows[:, 0], rows[:, 1]]  # (rows, W)
+        keep = chosen.any(-1)
+        rows, word = rows[keep], chosen[keep].float().argmax(-1)
+        raw = grid_maps(attention[keep], self.grid, self.resolution)
         n, n_layers, n_heads = raw.shape[:3]
         if self.aligner is None:  # the raw attention, as the spec's probes read it
             if self.heads is not None:
@@ -112,7 +126,7 @@ class LavenderObjective(torch.nn.Module):
             aligned = minmax_maps(aligned.reshape(n, n_layers, self.resolution ** 2)).mean(1)
         else:
             aligned = minmax_maps(self.aligner(raw.mean(1)).reshape(n, self.resolution ** 2))
-        return aligned, rows[:, 0] * teacher_ids.shape[1] + word
+        return aligned, rows[:, 0] * n_words + word
 
 
 def _image_paths(X):
@@ -283,14 +297,11 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     # fitting
     # ------------------------------------------------------------------
     def _resolve_trainable_backbone(self):
-        """A private copy of the backbone's TinyVLM, so that fitting never changes the caller's model."""
+        """A private copy of the backbone's model, so that fitting never changes the caller's."""
         source = self.backbone if self.backbone is not None else "tiny-vlm-scenes"
-        model = getattr(as_backbone(source), "model", None)
-        if not isinstance(model, TinyVLM):
-            raise ValueError(f"LavenderTuner fine-tunes TinyVLM backbones; got {type(source).__name__}. "
-                             "Hugging Face models are not supported by the tuner yet.")
-        model = copy.deepcopy(model).to(self._device())
-        self.backbone_ = as_backbone(model)
+        backbone = check_tunable(as_backbone(source))
+        model = copy.deepcopy(backbone.model).to(self._device())
+        self.backbone_ = backbone.with_model(model)
         self.n_layers_ = len(self.backbone_.layers)
         self.hidden_size_ = int(self.backbone_.hidden_size)
         return model
@@ -306,9 +317,6 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         if bad:
             raise ValueError(f"y must hold the target text of each image, non-empty strings; y[{bad[0]}] is "
                              f"{y[bad[0]]!r}.")
-        unknown = sorted({w for text in y for w in self.backbone_.tokenizer.unknown_words(text)})
-        if unknown:
-            raise ValueError(f"the target texts hold words outside the backbone's vocabulary: {unknown[:10]}.")
         return list(y)
 
     def _teacher_maps(self, X, images, captions):
@@ -340,33 +348,73 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         return check_word_maps(given, len(images), self.attn_resolution, name="teacher maps")
 
     def _tensors(self, images, prompts, captions, maps=None):
-        tokenizer = self.backbone_.tokenizer
-        ids, mask, target = encode_captions(tokenizer, prompts, captions)
-        tensors = {"ids": ids, "mask": mask, "target": target, "images": self.backbone_.images_tensor(images).cpu()}
-        if maps is not None:
-            words = [[w for w in m if w in tokenizer.index and w not in _PUNCTUATION] for m in maps]
-            n_words = max(1, max(map(len, words)))
-            side = self.attn_resolution
-            tensors["teacher_ids"] = torch.full((len(ids), n_words), -1, dtype=torch.long)
-            tensors["teacher_maps"] = torch.zeros(len(ids), n_words, side, side)
-            for i, (m, these) in enumerate(zip(maps, words)):
-                for j, word in enumerate(these):
-                    tensors["teacher_ids"][i, j] = tokenizer.index[word]
-                    tensors["teacher_maps"][i, j] = torch.as_tensor(m[word])
-        return tensors
+        """The backbone's teacher-forcing rows and, with ``maps``, each row's teacher words.
 
-    def _objective(self, model):
+        Returns the tensors the objective reads and, per row, its teacher
+        words in the order of the word axis. A teacher word takes part when
+        it is a word (punctuation is none) that the caption holds or that
+        single tokens spell (which ``word_key="predicted"`` can match).
+        """
+        inputs, caption_words = self.backbone_.caption_batch(images, prompts, captions)
+        if maps is None:
+            return inputs, None
+        return inputs, self._add_teacher_words(inputs, caption_words, maps)
+
+    def _add_teacher_words(self, inputs, caption_words, maps):
+        """Add each row's teacher words to ``inputs`` (``word_of``, ``word_tokens``, ``teacher_*``); return them."""
+        spellings = {}
+
+        def spelled(word):
+            if word not in spellings:
+                spellings[word] = list(self.backbone_.word_token_ids(word))
+            return spellings[word]
+
+        chosen, tokens = [], []
+        for teacher, words in zip(maps, caption_words):
+            in_caption = {}
+            for word, positions in words:
+                in_caption.setdefault(word, []).extend(positions)
+            these = [w for w in teacher if WORD.fullmatch(w) and (w in in_caption or spelled(w))]
+            chosen.append(these)
+            ids = inputs["input_ids"]
+            row_tokens = []
+            for w in these:
+                # The caption's own spelling counts too, where the word is one token there.
+                own = in_caption.get(w, [])
+                context = {int(ids[len(chosen) - 1, p]) for p in own} if len(own) == 1 else set()
+                row_tokens.append(sorted(set(spelled(w)) | context))
+            tokens.append(row_tokens)
+        n_rows, width = inputs["input_ids"].shape
+        n_words = max(1, max(map(len, chosen)))
+        n_spellings = max([1] + [len(t) for row in tokens for t in row])
+        side = self.attn_resolution
+        inputs["word_of"] = torch.full((n_rows, width), -1, dtype=torch.long)
+        inputs["word_tokens"] = torch.full((n_rows, n_words, n_spellings), -1, dtype=torch.long)
+        inputs["teacher_words"] = torch.zeros(n_rows, n_words, dtype=torch.bool)
+        inputs["teacher_maps"] = torch.zeros(n_rows, n_words, side, side)
+        for i, (these, row_tokens, words) in enumerate(zip(chosen, tokens, caption_words)):
+            index = {w: j for j, w in enumerate(these)}
+            for word, positions in words:
+                if word in index:
+                    inputs["word_of"][i, positions] = index[word]
+            for j, (w, spellings_of_w) in enumerate(zip(these, row_tokens)):
+                inputs["word_tokens"][i, j, :len(spellings_of_w)] = torch.as_tensor(spellings_of_w, dtype=torch.long)
+                inputs["teacher_words"][i, j] = True
+                inputs["teacher_maps"][i, j] = torch.as_tensor(maps[i][w])
+        return chosen
+
+    def _objective(self):
         layers = self._resolve_layers(self.attn_layers, "attn_layers")
-        n_heads = model.layers[0].n_heads
         aligner = None
         if self.align_weight > 0 and self.aggregation != "mean":
-            aligner = Aligner(n_heads, self.aligner_hidden, self.aligner_norm)
+            aligner = Aligner(self.backbone_.n_heads, self.aligner_hidden, self.aligner_norm)
         lora = None
-        for parameter in model.parameters():
+        for parameter in self.backbone_.model.parameters():
             parameter.requires_grad_(self.peft == "full")
         if self.peft == "lora":
-            lora = LoRA(model, self.lora_targets or ("qkv",), self.lora_r, self.lora_alpha, self.lora_dropout)
-        return LavenderObjective(model, aligner, lora, layers, self.attn_resolution, self.align_weight,
+            lora = LoRA(self.backbone_.language_model, self.lora_targets or self.backbone_.default_lora_targets,
+                        self.lora_r, self.lora_alpha, self.lora_dropout)
+        return LavenderObjective(self.backbone_, aligner, lora, layers, self.attn_resolution, self.align_weight,
                                  self.aggregation, self.word_key)
 
     @fit_context(prefer_skip_nested_validation=True)
@@ -390,11 +438,12 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         if len(images) == 0:
             raise ValueError("X holds no images.")
         captions = self._targets(y, len(images))
+        self.backbone_.caption_batch(images[:1], prompts if isinstance(prompts, str) else prompts[:1], captions[:1])
         maps = self._teacher_maps(X, images, captions)
-        tensors = self._tensors(images, prompts, captions, maps)
+        tensors, _ = self._tensors(images, prompts, captions, maps)
         seed = self._seed()
         with seeded(seed):
-            objective = self._objective(model)
+            objective = self._objective()
         self.n_matched_words_ = int(self._count_matches(tensors))
         if self.align_weight > 0 and self.n_matched_words_ == 0:
             warnings.warn("no word of the target texts has a teacher map: the alignment loss is zero and this is "
@@ -404,10 +453,10 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
             model.train()
             objective, _ = self._fit_module(objective, tensors, None, loss=None, seed=seed)
         if objective.lora is not None:
-            objective.lora.merge(model)
+            objective.lora.merge(self.backbone_.language_model)
         for parameter in model.parameters():
             parameter.requires_grad_(True)
-        self.backbone_.model = model.eval()
+        model.eval()
         self.aligner_ = None if objective.aligner is None else objective.aligner.eval()
         self.history_ = self._epochs(objective.log, len(images))
         self.n_iter_ = len(self.history_)
@@ -415,8 +464,8 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
 
     @staticmethod
     def _count_matches(tensors):
-        hits = keyed_words(tensors["ids"][:, 1:], tensors["target"][:, 1:], tensors["teacher_ids"])
-        return int(hits.any(1).sum())  # (sample, word) pairs
+        hits = word_hits(tensors["word_of"][:, 1:], tensors["target"][:, 1:], tensors["teacher_words"].shape[1])
+        return int((hits.any(1) & tensors["teacher_words"]).sum())  # (sample, word) pairs
 
     def _epochs(self, log, n_samples):
         steps = -(-n_samples // self.batch_size)
@@ -470,15 +519,16 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         """Mean log-likelihood per target token of the texts ``y`` given ``X`` (greater is better)."""
         check_is_fitted(self, "backbone_")
         images, prompts = self._read(X, reset=False)
-        tensors = self._tensors(images, prompts, self._targets(y, len(images)))
-        model = self.backbone_.model
+        tensors, _ = self._tensors(images, prompts, self._targets(y, len(images)))
+        objective = LavenderObjective(self.backbone_, None, None, [], self.attn_resolution, 0.0, self.aggregation,
+                                      "target")
         total, count = 0.0, 0
         with torch.inference_mode():
             for part in _chunks(tensors, self._device()):
-                hidden, _ = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1])
-                logits = model.logits(hidden[:, model.n_image_tokens:])
-                targeted = part["target"][:, 1:]
-                total -= float(F.cross_entropy(logits[targeted], part["ids"][:, 1:][targeted], reduction="sum"))
+                ids, mask, target = part.pop("input_ids"), part.pop("attention_mask"), part.pop("target")
+                logits, _, _, targeted = objective.run(ids, mask, target, part, with_attention=False)
+                labels = ids[:, 1:logits.shape[1] + 1]
+                total -= float(F.cross_entropy(logits[targeted], labels[targeted], reduction="sum"))
                 count += int(targeted.sum())
         return total / max(count, 1)
 
@@ -486,14 +536,15 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         """The student's per-word maps of the words of the texts ``y``, as a teacher gives them.
 
         The map of a word is the model's attention from each query that
-        predicts the word to the image, averaged over the word's positions
-        and min-max scaled. With ``aligned=True`` it goes through the
-        trained Aligner first: the maps the alignment loss compares with the
-        teacher's (the spec's ``transform``; a scikit-learn transform must
-        return an array). With ``aligned=False`` it is the raw attention,
-        the mean over heads and the aligned layers: what the model itself
-        attends to, comparable across fine-tuning arms (including
-        ``align_weight=0``, which trains no Aligner).
+        predicts one of the word's tokens to the image, averaged over the
+        word's positions and min-max scaled. With ``aligned=True`` it goes
+        through the trained Aligner first: the maps the alignment loss
+        compares with the teacher's (the spec's ``transform``; a
+        scikit-learn transform must return an array). With
+        ``aligned=False`` it is the raw attention, the mean over heads and
+        the aligned layers: what the model itself attends to, comparable
+        across fine-tuning arms (including ``align_weight=0``, which trains
+        no Aligner).
 
         Parameters
         ----------
@@ -512,42 +563,40 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         -------
         list of dict
             One ``{word: (attn_resolution, attn_resolution) map}`` per image,
-            for the words of its text (punctuation left out).
+            for the words of its text (lower-cased; punctuation left out).
         """
         check_is_fitted(self, "backbone_")
         if aligned and self.aligner_ is None:
             raise ValueError("aligned maps read the Aligner, which align_weight=0 and aggregation='mean' do not "
                              "train; use aligned=False for the raw attention.")
-        images, prompts = self._read(X, reset=False)
-        captions = self._targets(y, len(images))
-        tokenizer = self.backbone_.tokenizer
-        side = self.attn_resolution
-        words = [{w: np.zeros((side, side)) for w in tokenizer.words(c) if w not in _PUNCTUATION} for c in captions]
-        tensors = self._tensors(images, prompts, captions, words)
-        model = self.backbone_.model
         if aligned and (layers is not None or heads is not None):
             raise ValueError("layers and heads choose what raw maps average; the aligned maps read the layers "
                              "the Aligner was trained on. Pass aligned=False.")
-        n_heads = model.layers[0].n_heads
+        n_heads = self.backbone_.n_heads
         if heads is not None and (not len(heads) or any(not 0 <= int(h) < n_heads for h in heads)):
             raise ValueError(f"heads={heads!r}: expected head indices in 0..{n_heads - 1}.")
         chosen = self._resolve_layers(self.attn_layers if layers is None else layers, "layers")
-        objective = LavenderObjective(model, self.aligner_ if aligned else None, None, chosen, side, 1.0,
+        images, prompts = self._read(X, reset=False)
+        captions = self._targets(y, len(images))
+        side = self.attn_resolution
+        tensors, caption_words = self.backbone_.caption_batch(images, prompts, captions)
+        placeholders = [{word: np.zeros((side, side)) for word, _ in words} for words in caption_words]
+        words = self._add_teacher_words(tensors, caption_words, placeholders)
+        objective = LavenderObjective(self.backbone_, self.aligner_ if aligned else None, None, chosen, side, 1.0,
                                       self.aggregation, "target")
         objective.heads = None if heads is None else [int(h) for h in heads]
         out = []
         with torch.inference_mode():
-            for part in _chunks(tensors, self._device()):
-                output = model(part["ids"][:, :-1], images=part["images"], token_mask=part["mask"][:, :-1],
-                               attention_layers=objective.layers)
-                maps, word_index = objective.student_maps(output[2], part["ids"][:, 1:], part["target"][:, 1:],
-                                                          part["teacher_ids"])
-                n_words = part["teacher_ids"].shape[1]
-                pooled, counts = pool_word_maps(maps, word_index, len(part["ids"]), n_words)
-                for i in range(len(part["ids"])):
-                    row = {}
-                    for j, token in enumerate(part["teacher_ids"][i].tolist()):
-                        if token >= 0 and counts[i, j] > 0:
-                            row[tokenizer.vocabulary[token]] = pooled[i, j].reshape(side, side).cpu().numpy()
-                    out.append(row)
+            for start, part in zip(range(0, len(images), _INFERENCE_BATCH), _chunks(tensors, self._device())):
+                ids, mask, target = part.pop("input_ids"), part.pop("attention_mask"), part.pop("target")
+                word_of, word_tokens = part.pop("word_of"), part.pop("word_tokens")
+                teacher_words = part.pop("teacher_words")
+                part.pop("teacher_maps")
+                logits, attention, rows, targeted = objective.run(ids, mask, target, part, with_attention=True)
+                keys = word_of[:, 1:logits.shape[1] + 1]
+                maps, word_index = objective.student_maps(attention, rows, keys, targeted, word_tokens, teacher_words)
+                pooled, counts = pool_word_maps(maps, word_index, len(ids), teacher_words.shape[1])
+                for i in range(len(ids)):
+                    out.append({word: pooled[i, j].reshape(side, side).cpu().numpy()
+                                for j, word in enumerate(words[start + i]) if counts[i, j] > 0})
         return out
