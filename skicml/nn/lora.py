@@ -6,7 +6,10 @@ a model and leaves the model itself alone: :meth:`LoRA.attached` adds
 hooks for the length of a ``with`` block, so state-dict keys never change,
 and :meth:`LoRA.merge` folds the adapters into the base weights, after which
 nothing of them is left at inference. ``B`` starts at zero, so a fresh
-adapter changes nothing.
+adapter changes nothing. The adapters are float32 whatever the model's
+dtype (a half-precision model's adapters would round their small updates
+away): each reads its layer's input in float32 and adds its update in the
+output's dtype.
 """
 
 from __future__ import annotations
@@ -82,16 +85,17 @@ class LoRA(nn.Module):
         self.up = nn.ModuleDict()
         for name in self.names:
             linear = modules[name]
-            down = nn.Linear(linear.in_features, self.r, bias=False, device=linear.weight.device)
+            down = nn.Linear(linear.in_features, self.r, bias=False, device=linear.weight.device, dtype=torch.float32)
             nn.init.kaiming_uniform_(down.weight, a=math.sqrt(5))
-            up = nn.Linear(self.r, linear.out_features, bias=False, device=linear.weight.device)
+            up = nn.Linear(self.r, linear.out_features, bias=False, device=linear.weight.device, dtype=torch.float32)
             nn.init.zeros_(up.weight)
             self.down[_key(name)], self.up[_key(name)] = down, up
         self.dropout = nn.Dropout(dropout)
 
     def delta(self, name, x):
-        """The adapter's addition to the output of submodule ``name`` for its input ``x``."""
-        return self.up[_key(name)](self.down[_key(name)](self.dropout(x))) * self.scaling
+        """The adapter's addition to the output of submodule ``name`` for its input ``x`` (float32)."""
+        down = self.down[_key(name)]
+        return self.up[_key(name)](down(self.dropout(x.to(down.weight.dtype)))) * self.scaling
 
     @contextmanager
     def attached(self, model):
@@ -104,7 +108,7 @@ class LoRA(nn.Module):
         try:
             for name in self.names:
                 def hook(module, inputs, output, name=name):
-                    return output + self.delta(name, inputs[0])
+                    return output + self.delta(name, inputs[0]).to(output.dtype)
 
                 handles.append(modules[name].register_forward_hook(hook))
             yield model
@@ -118,5 +122,7 @@ class LoRA(nn.Module):
         modules = dict(model.named_modules())
         for name in self.names:
             update = self.up[_key(name)].weight @ self.down[_key(name)].weight
-            modules[name].weight += (update * self.scaling).to(modules[name].weight.dtype)
+            weight = modules[name].weight
+            # Summed in float32, then rounded once to the weight's dtype.
+            weight.copy_((weight.float() + update * self.scaling).to(weight.dtype))
         return model

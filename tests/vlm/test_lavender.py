@@ -136,6 +136,24 @@ def test_lora_trains_adapters_only_and_merges_exactly():
     torch.testing.assert_close(model(x).detach(), adapted, atol=1e-6, rtol=1e-6)
 
 
+def test_lora_on_a_half_precision_model_keeps_float32_adapters():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 3)).to(torch.bfloat16)
+    lora = LoRA(model, ["0"], r=2, dropout=0.0)
+    with torch.no_grad():
+        lora.up["0"].weight.normal_()
+    x = torch.randn(4, 6, dtype=torch.bfloat16)
+    with lora.attached(model):
+        out = model(x)
+        out.float().sum().backward()
+    assert out.dtype == torch.bfloat16 and lora.down["0"].weight.dtype == torch.float32
+    assert lora.down["0"].weight.grad is not None
+    expected = model[0].weight.float() + lora.scaling * lora.up["0"].weight @ lora.down["0"].weight
+    lora.merge(model)
+    assert model[0].weight.dtype == torch.bfloat16
+    torch.testing.assert_close(model[0].weight, expected.detach().to(torch.bfloat16), atol=0, rtol=0)
+
+
 def test_lora_names_missing_layers_clearly():
     with pytest.raises(ValueError, match="no linear layer .* named like"):
         LoRA(nn.Sequential(nn.Linear(2, 2)), ["q_proj"])

@@ -159,9 +159,12 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
 
     Parameters
     ----------
-    backbone : str, TinyVLM or None, default=None
+    backbone : str, TinyVLM, HFLlavaAdapter, (model, processor) or None, default=None
         The model to fine-tune (copied, never changed); None is the shipped
-        ``tiny-vlm-scenes``.
+        ``tiny-vlm-scenes``. A Hugging Face LLaVA-style model comes with its
+        processor, in an :class:`HFLlavaAdapter` or as a pair; its student
+        attention is read by hooks through the log-sum-exp route (see the
+        user guide), and ``prompt`` must hold its image placeholder once.
     teacher : object or None, default=None
         Has ``word_maps(images, captions) -> list of {word: (R, R) map}``
         (a ``names=`` parameter, if it has one, gets the image file paths
@@ -187,8 +190,10 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     aligner_hidden : int, default=32
     aligner_norm : {"instance", "batch", "group"} or None, default="instance"
     word_key : {"target", "predicted"}, default="target"
-        Key a query's map by the word it is trained to predict, or by its
-        argmax prediction (the official code; noisier early in training).
+        Key a query's map by the word of the token it is trained to predict
+        (every token of a word of several tokens, pooled), or by the word
+        its argmax prediction spells (the official code; noisier early in
+        training, and only words of one token can match).
     peft : {"lora", "full", "none"}, default="lora"
         Train LoRA adapters, every weight, or nothing of the backbone (the
         Aligner only).
@@ -196,12 +201,18 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     lora_alpha : float, default=32
     lora_dropout : float, default=0.05
     lora_targets : sequence of str or None, default=None
-        Names of the adapted linear layers; None is ``("qkv",)`` on TinyVLM.
+        Last name components of the adapted linear layers of the language
+        model; None is the backbone's default, ``("qkv",)`` on TinyVLM and
+        ``("q_proj", "v_proj")`` on Hugging Face models (the vision tower
+        and projector stay frozen).
     lr : float, default=1e-4
     weight_decay : float, default=0.0
     max_epochs : int, default=3
     batch_size : int, default=4
     prompt : str, default="describe the image in detail :"
+        The instruction before each caption (TinyVLM's). A Hugging Face
+        model's must hold the image placeholder (``"<image>"``) once; a
+        space joins it to the caption unless it ends in one.
     image_shape : tuple or None, default=None
         Shape of one image when ``X`` is a 2-D array of flattened images.
     max_new_tokens : int, default=80
