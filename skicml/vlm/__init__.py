@@ -3,7 +3,8 @@
 VISTA (:class:`VISTASteerer`) steers decoding against object hallucination;
 Lavender (:class:`LavenderTuner`) fine-tunes a model so that its
 text-to-image attention follows a teacher's per-word maps
-(:class:`TinyDiffusionTeacher`, :class:`OracleMaskTeacher`). The protocol
+(:class:`TinyDiffusionTeacher`, :class:`OracleMaskTeacher`,
+:class:`DiffusersTeacher`). The protocol
 (:func:`as_backbone`, :class:`HFLlavaAdapter`, :class:`CallableAdapter`)
 lets VISTA drive any causal VLM with forward hooks, and :class:`TinyVLM` is
 the small model skicml trains and ships for both.
@@ -16,6 +17,7 @@ from ._generate import generate
 from ._grounding import pointing_accuracy
 from ._lavender import (
     Aligner,
+    DiffusersTeacher,
     LavenderTuner,
     OracleMaskTeacher,
     PrecomputedTeacher,
@@ -31,6 +33,7 @@ from ._vista import VISTA_PRESETS, VISTASteerer, VisualSteeringVector
 __all__ = [
     "Aligner",
     "CallableAdapter",
+    "DiffusersTeacher",
     "HFLlavaAdapter",
     "LavenderTuner",
     "OracleMaskTeacher",

@@ -5,12 +5,14 @@ Re-exported by :mod:`skicml.vlm`; import from there.
 
 from ..._weights import register_weights
 from ._align import Aligner, align_loss
+from ._diffusers_teacher import DiffusersTeacher
 from ._diffusion_teacher import TinyDiffusionTeacher
 from ._teachers import OracleMaskTeacher, PrecomputedTeacher, save_word_maps
 from ._tuner import LavenderTuner
 
 __all__ = [
     "Aligner",
+    "DiffusersTeacher",
     "LavenderTuner",
     "OracleMaskTeacher",
     "PrecomputedTeacher",
