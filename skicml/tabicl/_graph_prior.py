@@ -300,8 +300,9 @@ class GraphSCM:
 
     Examples
     --------
-    >>> import torch
-    >>> from skicml.tabicl.prior import GraphSCM, PriorConfig, TabularPrior
+    The prior uses it for a share ``graph_scm_prob`` of its groups:
+
+    >>> from skicml.tabicl.prior import PriorConfig, TabularPrior
     >>> prior = TabularPrior(PriorConfig(task="regression", graph_scm_prob=1.0, max_features=5), seed=0)
     >>> batch = prior.sample(4, n_rows=64)
     >>> batch["X"].shape, batch["y"].dtype
@@ -422,7 +423,6 @@ class GraphSCM:
         x = _standardize(x) * weights.unsqueeze(1)
         x = x / (x.square().sum(-1).mean(1).sqrt() + 1e-8).view(g, 1, 1)
         extracted, start = {}, 0
-        x = x.clone()
         for conv in converters:
             end = start + conv["width"]
             propagated, column = self._convert(conv, x[..., start:end])
