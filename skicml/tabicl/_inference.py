@@ -264,13 +264,14 @@ class MemberContexts:
             Advanced by the members of every batch.
         **options
             Passed to :meth:`TabICLv2Model.predict_with_context`
-            (``softmax_temperature``).
+            (``softmax_temperature``, ``quantile_mean``).
 
         Returns
         -------
         Tensor
-            Logits over the classes present (class offsets not undone) or raw
-            standardised quantiles.
+            Logits over the classes present (class offsets not undone), raw
+            standardised quantiles, or with ``quantile_mean=True`` their
+            means (n_estimators_, m).
         """
         device = _device_of(model)
         out = [None] * ensemble.n_estimators_

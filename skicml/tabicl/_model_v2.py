@@ -301,14 +301,24 @@ class ICLearning(nn.Module):
         self.y_encoder = nn.Linear(max_classes if max_classes > 0 else 1, d_model)
         self.decoder = nn.Sequential(nn.Linear(d_model, 2 * d_model), nn.GELU(), nn.Linear(2 * d_model, out_dim))
 
-    def _head(self, x):
-        return self.decoder(self.ln(x) if self.norm_first else x)
+    def _head(self, x, quantile_mean=False):
+        x = self.ln(x) if self.norm_first else x
+        if not quantile_mean:
+            return self.decoder(x)
+        # The mean of a linear layer's outputs is one output with the layer's
+        # averaged weights: the mean of the quantiles without computing them.
+        first, activation, last = self.decoder
+        weight, bias = last.weight.mean(0, keepdim=True), last.bias.mean(0, keepdim=True)
+        return F.linear(activation(first(x)), weight, bias)[..., 0]
 
     def with_labels(self, R_train, y_train):
         return R_train + _embed_labels(self.y_encoder, y_train, self.max_classes)
 
-    def forward(self, R, y_train):
-        """Outputs (B, n_test, out_dim) of the rows after the ``n_train`` training rows of ``R`` (B, T, D)."""
+    def forward(self, R, y_train, quantile_mean=False):
+        """Outputs (B, n_test, out_dim) of the rows after the ``n_train`` training rows of ``R`` (B, T, D).
+
+        With ``quantile_mean`` (regression) only their mean over ``out_dim``, (B, n_test).
+        """
         n_train = y_train.shape[1]
         x = torch.cat([self.with_labels(R[:, :n_train], y_train), R[:, n_train:]], dim=1)
         recompute = self.recompute and self.training
@@ -317,7 +327,7 @@ class ICLearning(nn.Module):
             x = _maybe_checkpoint(recompute, block, x, split=n_train)
         # the last block's outputs are read for test rows only: training rows need no queries there
         x = _maybe_checkpoint(recompute, last, x[:, n_train:], kv=x[:, :n_train])
-        return self._head(x)
+        return self._head(x, quantile_mean)
 
     # -- fit-time cache --------------------------------------------------------
     def context(self, R_train, y_train):
@@ -326,16 +336,18 @@ class ICLearning(nn.Module):
         *inner, last = self.tf_icl.blocks
         cache = []
         for block in inner:
-            cache.append(block.context_key_value(x))
-            x = block(x)
+            # the training rows attend to themselves: the keys and values just cached are theirs
+            key, value = block.context_key_value(x)
+            cache.append((key, value))
+            x = block.forward_with_context(x, key, value)
         # the last block's outputs for training rows are never read: only its keys and values
         return cache + [last.context_key_value(x)]
 
-    def forward_with_context(self, R_test, cache):
+    def forward_with_context(self, R_test, cache, quantile_mean=False):
         x = R_test
         for block, (key, value) in zip(self.tf_icl.blocks, cache):
             x = block.forward_with_context(x, key, value)
-        return self._head(x)
+        return self._head(x, quantile_mean)
 
 
 # --------------------------------------------------------------------------
@@ -624,7 +636,8 @@ class TabICLv2Model(nn.Module):
                 flat[part], [[(key[part], value[part]) for key, value in per_block] for per_block in columns])
         return self._rows(out.unflatten(0, (B, G)).transpose(1, 2))
 
-    def predict_with_context(self, context, X_test, *, softmax_temperature=0.9, node_temperature=NODE_TEMPERATURE):
+    def predict_with_context(self, context, X_test, *, softmax_temperature=0.9, node_temperature=NODE_TEMPERATURE,
+                             quantile_mean=False):
         """Outputs for new rows against a :meth:`build_context`, as the uncached predictions return them.
 
         Parameters
@@ -635,21 +648,27 @@ class TabICLv2Model(nn.Module):
             context's ``permutation`` is applied here).
         softmax_temperature, node_temperature : float, default=0.9
             As in :meth:`predict_logits` (classification beyond ``max_classes``).
+        quantile_mean : bool, default=False
+            Regression only: return the mean of every row's raw quantiles,
+            shape (B, m), without computing the quantiles (the decoder's
+            widest layer, averaged, gives it in one output).
 
         Returns
         -------
-        Tensor of shape (B, m, n_classes) or (B, m, num_quantiles)
-            Logits over the classes present (see :meth:`predict_logits`), or
-            a regression model's raw quantiles.
+        Tensor of shape (B, m, n_classes), (B, m, num_quantiles) or (B, m)
+            Logits over the classes present (see :meth:`predict_logits`), a
+            regression model's raw quantiles, or their means.
         """
+        if quantile_mean and not self.is_regression:
+            raise ValueError("quantile_mean=True needs a regression model (max_classes=0); this one classifies.")
         outputs = []
         for part in _chunks(X_test.shape[1], ROW_CHUNK):
             rows = self.encode_with_context(context, X_test[:, part])
             if context.icl is not None:
-                out = self.icl_predictor.forward_with_context(rows, context.icl)
+                out = self.icl_predictor.forward_with_context(rows, context.icl, quantile_mean)
                 outputs.append(out if self.is_regression else out[..., : context.n_classes])
             elif self.is_regression:
-                outputs.append(self.icl_predictor(torch.cat([context.rows, rows], dim=1), context.y))
+                outputs.append(self.icl_predictor(torch.cat([context.rows, rows], dim=1), context.y, quantile_mean))
             else:
                 outputs.append(self._logits_from_rows(torch.cat([context.rows, rows], dim=1), context.y,
                                                       context.n_classes, softmax_temperature, node_temperature))

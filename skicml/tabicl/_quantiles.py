@@ -23,7 +23,9 @@ interpolated-plus-tails distribution are there too.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
+import numpy as np
 import torch
 
 __all__ = ["QuantileDistribution", "quantile_levels"]
@@ -36,6 +38,18 @@ _TAIL_QUANTILES = 20  # quantiles per tail the tail scale is fitted to (official
 def quantile_levels(num_quantiles, dtype=torch.float32, device=None):
     """The levels ``linspace(0, 1, num_quantiles + 2)[1:-1]`` of the regression head's outputs."""
     return torch.linspace(0.0, 1.0, num_quantiles + 2, dtype=dtype, device=device)[1:-1]
+
+
+def _sorted(quantiles):
+    """``quantiles`` sorted along the last axis.
+
+    On the CPU NumPy's sort is used: it gives the same values (sorting is
+    exact) about six times faster than ``torch.sort`` over rows of 999.
+    """
+    if quantiles.device.type == "cpu" and quantiles.dtype in (torch.float32, torch.float64) \
+            and not quantiles.requires_grad:
+        return torch.from_numpy(np.sort(quantiles.numpy(), axis=-1))
+    return torch.sort(quantiles, dim=-1).values
 
 
 def _tail_scale(quantiles, log_levels):
@@ -61,7 +75,8 @@ class QuantileDistribution:
     Attributes
     ----------
     quantiles : Tensor of shape (..., Q)
-        The sorted quantiles.
+        The sorted quantiles (sorted when first read: :meth:`mean` and
+        :meth:`variance` do not need the order).
     levels : Tensor of shape (Q,)
     beta_left, beta_right : Tensor of shape (...)
         Scales of the exponential tails.
@@ -89,23 +104,35 @@ class QuantileDistribution:
         levels = torch.as_tensor(levels, dtype=quantiles.dtype, device=quantiles.device)
         if levels.shape != (n,):
             raise ValueError(f"levels has shape {tuple(levels.shape)}, expected ({n},) to match the quantiles.")
-        self.quantiles = torch.sort(quantiles, dim=-1).values
-        self.levels = levels
         k = min(_TAIL_QUANTILES, n // 4)
         if k < 2:
             raise ValueError(f"At least 8 quantiles are needed to fit the tails, got {n}.")
-        self.beta_left = _tail_scale(self.quantiles[..., :k], torch.log(levels[:k].clamp(min=_TOL)))
-        self.beta_right = _tail_scale(self.quantiles[..., -k:], torch.log((1 - levels[-k:]).clamp(min=_TOL)))
+        self._raw, self._tails = quantiles, k
+        self.levels = levels
         self._alpha_left, self._alpha_right = levels[0].item(), levels[-1].item()
+
+    @cached_property
+    def quantiles(self):
+        return _sorted(self._raw)
+
+    @cached_property
+    def beta_left(self):
+        k = self._tails
+        return _tail_scale(self.quantiles[..., :k], torch.log(self.levels[:k].clamp(min=_TOL)))
+
+    @cached_property
+    def beta_right(self):
+        k = self._tails
+        return _tail_scale(self.quantiles[..., -k:], torch.log((1 - self.levels[-k:]).clamp(min=_TOL)))
 
     # -- summaries the official estimator reports ------------------------------
     def mean(self):
-        """Average of the sorted quantiles (..., ), the official ``"mean"`` output."""
-        return self.quantiles.mean(-1)
+        """Average of the quantiles (..., ), the official ``"mean"`` output (their order does not matter)."""
+        return self._raw.mean(-1)
 
     def variance(self):
-        """Unbiased variance of the sorted quantiles (..., ), the official ``"variance"`` output."""
-        return self.quantiles.var(-1)
+        """Unbiased variance of the quantiles (..., ), the official ``"variance"`` output."""
+        return self._raw.var(-1)
 
     def median(self):
         """``icdf(0.5)`` (...,)."""

@@ -225,6 +225,29 @@ def test_quantile_function_is_monotone_and_meets_the_knots(seed, n, scale):
     sorted_raw = raw.sort(-1).values
     assert bool((dist.mean() >= sorted_raw[:, 0]).all() and (dist.mean() <= sorted_raw[:, -1]).all())
     assert dist.median().shape == (3,)
+    # sorted by NumPy on the CPU, lazily: the same values as torch's sort; mean and variance need no order
+    assert torch.equal(dist.quantiles, sorted_raw)
+    assert torch.equal(QuantileDistribution(raw.float()).quantiles, raw.float().sort(-1).values)
+    _close(dist.mean(), sorted_raw.mean(-1))
+    _close(dist.variance(), sorted_raw.var(-1))
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_quantile_mean_is_the_mean_of_the_quantiles(cache):
+    # the decoder's last layer averaged over its outputs gives the mean without the quantiles
+    model = _model(max_classes=0, num_quantiles=31)
+    X, y = _table(25, 7, 4, 0)
+    with torch.no_grad():
+        context = model.build_context(X[:, :25], y, cache=cache)
+        quantiles = model.predict_with_context(context, X[:, 25:])
+        means = model.predict_with_context(context, X[:, 25:], quantile_mean=True)
+    assert means.shape == (2, 7)
+    _close(means, quantiles.mean(-1))
+    assert float(means.std()) > 1e-3  # rows differ: not a constant that would match anything
+    with pytest.raises(ValueError, match="regression model"):
+        classifier = _model()
+        classifier.predict_with_context(classifier.build_context(X[:, :25], (y > 0).long()), X[:, 25:],
+                                        quantile_mean=True)
 
 
 def test_quantile_distribution_errors():
