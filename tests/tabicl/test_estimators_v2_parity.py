@@ -92,6 +92,8 @@ def test_regressor_matches_official(networks):
     assert ours.n_estimators_ == 5 and got["quantiles"].shape == (20, 4)
     for name in outputs:
         np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-4 * y.std(), err_msg=name)
+    # the mean alone takes a shorter path (no quantiles computed): the same numbers
+    np.testing.assert_allclose(ours.predict(X_test), expected["mean"], rtol=0, atol=1e-4 * y.std())
     # and they are not all the same number: the members and the rows differ
     assert np.ptp(got["mean"]) > 0.01 * y.std()
 
