@@ -6,8 +6,9 @@ Method families plug into it by convention, found on the file tree by
 - ``TOUR_MODULES``: every ``_tour.py`` under a domain folder, exposing
   ``tour_entries()``, a list of :class:`skicml.utils.tour.TourEntry`, so
   ``skicml tour`` grows as families land;
-- ``PRETRAIN_RECIPES``: ``name -> "module:main"`` for every ``_pretrain.py``,
-  named by its ``RECIPE_NAME``; ``main`` takes the remaining arguments.
+- ``PRETRAIN_RECIPES``: ``name -> "module:main"`` for every ``_pretrain.py``
+  (and a family's further recipes, ``_pretrain_<what>.py``), named by its
+  ``RECIPE_NAME``; ``main`` takes the remaining arguments.
 """
 
 from __future__ import annotations
