@@ -602,6 +602,11 @@ class HFLlavaAdapter:
                              "processor centre-crops images that are not square, so the image tokens would cover "
                              "less than the teacher's maps. Pad or crop the images to squares first.")
         captions = [str(c).strip() for c in captions]
+        if any(self.image_token in c for c in captions):
+            raise ValueError(f"a caption holds the image placeholder {self.image_token!r}; only the prompt may.")
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(f"{type(self.tokenizer).__name__} is a slow tokenizer without token offsets; "
+                             "LavenderTuner locates caption words by offsets: load the processor with use_fast=True.")
         texts = [p + ("" if p[-1:].isspace() else " ") + c for p, c in zip(prompts, captions)]
         batch = self.processor(images=[pil_from_array(image) for image in images], text=texts,
                                return_offsets_mapping=True)

@@ -238,6 +238,8 @@ def test_bad_inputs_get_clear_errors_or_documented_skips(llava, scenes):
         tuner(llava, scenes, prompt="describe the image :").fit(images, captions)
     with pytest.raises(ValueError, match="exactly once"):
         tuner(llava, scenes, prompt="<image> <image> describe").fit(images, captions)
+    with pytest.raises(ValueError, match="a caption holds the image placeholder"):
+        tuner(llava, scenes).fit(images[:2], ["a red <image> circle", "a blue square"])
     with pytest.raises(TypeError, match="needs its processor"):
         tuner(llava, scenes, backbone=model).fit(images, captions)
     callable_only = CallableAdapter(layers=model.model.language_model.layers, lm_head=model.lm_head,
