@@ -151,3 +151,8 @@ def test_member_draw_v2_is_the_official_2_2_draw(n_features, n_classes, n_estima
         got = [(ours.configs_[i][1].tolist(), [(c + ours.configs_[i][2]) % n_classes for c in range(n_classes)])
                for i in members]
         assert got == [(list(columns), list(classes)) for columns, classes in expected[method]]
+
+
+def test_an_unknown_member_draw_is_refused():
+    with pytest.raises(ValueError, match="member_draw must be one of"):
+        EnsembleGenerator(member_draw="v3").fit(np.eye(4), [0, 1, 0, 1])
