@@ -81,6 +81,12 @@ def test_collision_errors_of_the_truth_are_small_and_of_a_wrong_law_are_not():
     assert truth[["pre_vel_err", "post_vel_err"]].max().max() < 0.01
     assert truth["momentum_err"].max() < 0.02 and truth["energy_err"].max() < 0.05
     assert (truth["collision_frame"] >= 7).all()
+    # The parsed mean velocities: the initial ones before, the elastic law's after (masses r^2).
+    p = data.params
+    m1, m2, u1, u2 = p["r1"] ** 2, p["r2"] ** 2, p["vx1"], p["vx2"]
+    np.testing.assert_allclose(truth[["pre_vx1", "pre_vx2"]], p[["vx1", "vx2"]], atol=0.01)
+    np.testing.assert_allclose(truth["post_vx1"], ((m1 - m2) * u1 + 2 * m2 * u2) / (m1 + m2), atol=0.01)
+    np.testing.assert_allclose(truth["post_vx2"], ((m2 - m1) * u2 + 2 * m1 * u1) / (m1 + m2), atol=0.01)
     # Balls that pass through each other keep their velocities: the post errors show it.
     ghost = data.params.assign(x2=data.params["x2"] + 100.0)
     passing = data.states.copy()

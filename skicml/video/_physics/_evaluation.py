@@ -236,7 +236,8 @@ def velocity_error(pred, params, scenario, *, n_cond_frames=3, frame_dt=0.1, sta
       ``pre_x_err`` and ``post_x_err`` the position errors, and
       ``momentum_err`` and ``energy_err`` compare the parsed post-collision
       velocities' momentum and kinetic energy (masses ``r^2``) with the
-      initial ones.
+      initial ones; ``pre_vx1``, ``pre_vx2``, ``post_vx1`` and ``post_vx2``
+      are the parsed mean velocities of each ball before and after it.
 
     Parameters
     ----------
@@ -345,10 +346,13 @@ def velocity_error(pred, params, scenario, *, n_cond_frames=3, frame_dt=0.1, sta
         out["post_x_err"] = _nanmean(np.where(post_frame[..., None], x_err, np.nan).reshape(len(x_err), -1), axis=1)
         mass = radii ** 2
         initial = v_true[:, 0, :, 0]
+        before = np.stack([_nanmean(np.where(pre_step, v_pred[..., k, 0], np.nan), axis=1) for k in range(2)], -1)
         after = np.stack([_nanmean(np.where(post_step, v_pred[..., k, 0], np.nan), axis=1) for k in range(2)], -1)
         out["momentum_err"] = np.abs((mass * after).sum(1) - (mass * initial).sum(1))
         out["energy_err"] = np.abs(0.5 * (mass * after ** 2).sum(1) - 0.5 * (mass * initial ** 2).sum(1))
         out["collision_frame"] = collision_frame
+        for k in range(2):
+            out[f"pre_vx{k + 1}"], out[f"post_vx{k + 1}"] = before[:, k], after[:, k]
     errors = pd.DataFrame(out)
     for column in ("bucket", "level", "cell", "region", "hole"):
         if column in params:

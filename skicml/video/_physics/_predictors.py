@@ -74,9 +74,19 @@ class _ClipInput:
         shape = self.frame_shape_
         return len(shape) == 3 and shape[2] == 3 and shape[0] == shape[1] and shape[0] >= 2
 
-    def _read_y(self, y, n):
+    def _read_fit_input(self, X, y):
+        """``fit``'s reading of the training clips and targets: ``(clips, rows, targets)``.
+
+        Sets the fitted layout of the clips (``frame_shape_``,
+        ``n_cond_frames_``, ...) and of the targets (``y_shape_``,
+        ``y_dtype_``); ``targets`` are rows, one per clip.
+        """
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        clips, rows = self._read_X(X, reset=True)
+        return clips, rows, self._read_y(y, len(rows))
+
+    def _read_y(self, y, n):
         array = np.asarray(y)
         if array.ndim == 5:
             frames = _check_frames(array, "y")
@@ -237,10 +247,7 @@ class CaseBasedVideoPredictor(_ClipInput, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        clips, rows = self._read_X(X, reset=True)
-        targets = self._read_y(y, len(rows))
+        clips, rows, targets = self._read_fit_input(X, y)
         if self.metric == "state" or self.align == "translate":
             self._needs_video(f"metric={self.metric!r}, align={self.align!r}")
         if self.n_neighbors > len(rows):
@@ -400,13 +407,10 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         for color in self.colors:
             if color not in PHYSICS_COLORS:
                 raise ValueError(f"colors must be names among {sorted(PHYSICS_COLORS)}, got {color!r}.")
-        _, rows = self._read_X(X, reset=True)
-        targets = self._read_y(y, len(rows))
+        _, _, targets = self._read_fit_input(X, y)
         self.median_target_ = np.median(targets.astype(np.float64), axis=0)
         self.n_future_frames_ = self._future_layout()
         return self

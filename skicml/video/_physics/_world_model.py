@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._weights import load_module
 from ...base import TorchEstimatorMixin, resolve_dtype, seed_from_random_state, seeded
 from ...utils.param_validation import Interval, StrOptions, fit_context, shared_constraints
-from ._model import VideoDiT
+from ._model import TIME_SAMPLINGS, VideoDiT
 from ._predictors import _CLIP_DOC, _ClipInput
 
 __all__ = ["VideoWorldModel"]
@@ -59,16 +59,33 @@ class _FlowObjective(torch.nn.Module):
     by the previous optimiser step.
     """
 
-    def __init__(self, network, n_cond, ema_decay=None):
+    def __init__(self, network, n_cond, ema_decay=None, time_sampling="logit_normal"):
         super().__init__()
         self.network = network
         self.n_cond = n_cond
+        self.time_sampling = time_sampling
         self.average = None if ema_decay is None else _WeightAverage(network, ema_decay)
 
     def forward(self, clips):
         if self.training and self.average is not None:
             self.average.update(self.network)
-        return self.network.loss(clips, self.n_cond)
+        return self.network.loss(clips, self.n_cond, self.time_sampling)
+
+    def averaged_network(self):
+        """A copy of the network with the averaged weights (the network itself without an average)."""
+        if self.average is None:
+            return self.network
+        averaged = copy.deepcopy(self.network).eval()
+        self.average.copy_to(averaged)
+        return averaged
+
+    def finish(self):
+        """The trained network and its average (None without one), the last step's weights folded in."""
+        network = self.network.eval()
+        if self.average is None:
+            return network, None
+        self.average.update(network)
+        return network, self.averaged_network()
 
 
 class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstimator):
@@ -115,6 +132,11 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         Steps of the ODE integrator from noise to frames.
     sampler : {"euler", "heun"}, default="euler"
         Heun's corrector costs a second network evaluation a step.
+    time_sampling : {"logit_normal", "uniform"}, default="logit_normal"
+        The flow times of training: ``sigmoid(N(-0.8, 0.8))``, leaning to
+        noise, or uniform. Under uniform times most of the loss's weight
+        sits on nearly clean frames, and a network trained so ignores the
+        speed shown in the conditioning frames (see :doc:`/video`).
     ema_decay : float or None, default=0.999
         Sample with an exponential moving average of the weights; the n-th
         update uses the decay ``min(ema_decay, (1 + n) / (10 + n))``.
@@ -189,6 +211,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         "mlp_ratio": [Interval(Real, 0, None, closed="neither")],
         "n_sampling_steps": [Interval(Integral, 1, None, closed="left")],
         "sampler": [StrOptions({"euler", "heun"})],
+        "time_sampling": [StrOptions(set(TIME_SAMPLINGS))],
         "ema_decay": [Interval(Real, 0, 1, closed="left"), None],
         "dtype": [StrOptions({"float32", "float64"})],
         **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "pretrained", "device",
@@ -196,8 +219,9 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     }
 
     def __init__(self, frame_shape=None, patch_size=4, d_model=64, depth=2, n_heads=4, mlp_ratio=4.0,
-                 n_sampling_steps=20, sampler="euler", ema_decay=0.999, max_epochs=100, batch_size=32, lr=1e-3,
-                 weight_decay=0.0, pretrained=None, dtype="float32", device="auto", random_state=None, verbose=0):
+                 n_sampling_steps=20, sampler="euler", time_sampling="logit_normal", ema_decay=0.999, max_epochs=100,
+                 batch_size=32, lr=1e-3, weight_decay=0.0, pretrained=None, dtype="float32", device="auto",
+                 random_state=None, verbose=0):
         self.frame_shape = frame_shape
         self.patch_size = patch_size
         self.d_model = d_model
@@ -206,6 +230,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         self.mlp_ratio = mlp_ratio
         self.n_sampling_steps = n_sampling_steps
         self.sampler = sampler
+        self.time_sampling = time_sampling
         self.ema_decay = ema_decay
         self.max_epochs = max_epochs
         self.batch_size = batch_size
@@ -251,8 +276,8 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         rows = future.reshape(len(future), -1).numpy()[:, :len(self.y_mean_)]
         return rows * self.y_scale_ + self.y_mean_
 
-    def _read_targets(self, y, n):
-        targets = self._read_y(y, n)
+    def _read_target_layout(self, targets):
+        """Whether the target rows are frames, and their scale; generic rows are standardised."""
         self.n_targets_ = targets.shape[1]
         n_future = self._future_layout()
         self.video_layout_ = n_future is not None
@@ -291,12 +316,10 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         -------
         self
         """
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         if self.d_model % 4 or self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be a multiple of 4 and of n_heads={self.n_heads}.")
-        clips, rows = self._read_X(X, reset=True)
-        targets = self._read_targets(y, len(rows))
+        clips, rows, targets = self._read_fit_input(X, y)
+        targets = self._read_target_layout(targets)
         if not self.video_layout_:
             self.x_mean_ = rows.mean(axis=0)
             scale = rows.std(axis=0)
@@ -314,7 +337,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
                     dim=self.d_model, depth=self.depth, n_heads=self.n_heads, mlp_ratio=self.mlp_ratio,
                 )
         network = network.to(resolve_dtype(self.dtype))
-        objective = _FlowObjective(network, self.n_cond_frames_, self.ema_decay)
+        objective = _FlowObjective(network, self.n_cond_frames_, self.ema_decay, self.time_sampling)
         if self.max_epochs:
             objective, history = self._fit_module(objective, {"clips": data}, None, loss=None, grad_clip=1.0,
                                                   warmup_fraction=0.05, seed=seed)
@@ -322,12 +345,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         else:
             # A pretrained network used as it is: no training loop to start (its import alone takes seconds).
             self.loss_curve_, self.n_iter_ = [], 0
-        self.module_ = objective.network.eval()
-        self.ema_module_ = None
-        if objective.average is not None:
-            objective.average.update(self.module_)  # the weights of the last step
-            self.ema_module_ = copy.deepcopy(self.module_)
-            objective.average.copy_to(self.ema_module_)
+        self.module_, self.ema_module_ = objective.finish()
         return self
 
     def _pretrained_network(self, config):
