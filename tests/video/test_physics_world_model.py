@@ -8,7 +8,7 @@ import torch
 
 from skicml.datasets import make_physics_videos
 from skicml.video import VideoWorldModel
-from skicml.video._physics._model import VideoDiT
+from skicml.video._physics._model import _MIN_REMAINING_TIME, VideoDiT, flow_times
 from skicml.video._physics._world_model import _WeightAverage
 
 TINY = dict(patch_size=4, d_model=16, depth=1, n_heads=2, n_sampling_steps=3, batch_size=16, device="cpu")
@@ -98,9 +98,17 @@ def test_determinism_with_random_state_and_pickle(fitted, clips):
 
 def test_the_loss_falls(clips):
     X, y = clips
-    model = VideoWorldModel(**dict(TINY, d_model=32), max_epochs=25, lr=3e-3, random_state=0).fit(X, y)
-    first, last = np.mean(model.loss_curve_[:3]), np.mean(model.loss_curve_[-3:])
-    assert last < 0.75 * first
+    settings = dict(TINY, d_model=32, lr=3e-3, random_state=0)
+    untrained = VideoWorldModel(**settings, max_epochs=0).fit(X, y).module_
+    trained = VideoWorldModel(**settings, max_epochs=25).fit(X, y).module_
+    frames = torch.as_tensor(np.concatenate([X, y], axis=1)).permute(0, 1, 4, 2, 3).float() / 127.5 - 1
+
+    def loss(network):  # over the same draws of times and noise (an epoch's loss is too noisy to compare)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            return np.mean([network.loss(frames, 3).item() for _ in range(10)])
+
+    assert loss(trained) < 0.75 * loss(untrained)
 
 
 def test_flattened_rows_equal_the_5d_path(clips):
@@ -151,6 +159,46 @@ def test_bad_inputs(fitted, clips):
         fitted.sample(X[:2], n_samples=0)
     with pytest.raises(ValueError, match="requires y"):
         VideoWorldModel().fit(X, None)
+    with pytest.raises(ValueError, match="time_sampling"):
+        VideoWorldModel(**TINY, time_sampling="cosine").fit(X, y)
+
+
+def test_logit_normal_times_weigh_the_noisy_frames():
+    # x-prediction's velocity loss weighs a clean-frame error by (1 - t)^-2: under uniform
+    # times nearly all of it sits on nearly clean frames, where the motion needs no reading.
+    def share_below_half(times):
+        weight = 1 / (1 - times).clamp(min=_MIN_REMAINING_TIME) ** 2
+        return float(weight[times < 0.5].sum() / weight.sum())
+
+    torch.manual_seed(0)
+    logit_normal, uniform = flow_times(20_000), flow_times(20_000, "uniform")
+    assert share_below_half(uniform) < 0.05 and share_below_half(logit_normal) > 0.5
+    assert 0 < float(logit_normal.min()) and float(logit_normal.max()) < 1
+    with pytest.raises(ValueError, match="time_sampling"):
+        flow_times(3, "cosine")
+
+
+def test_recipe_resumes_to_the_same_weights(tmp_path, capsys):
+    from skicml._weights import load_weights
+    from skicml.video._physics._pretrain import main
+
+    tiny = ["--n-videos", "20", "--steps", "3", "--n-frames", "5", "--d-model", "16", "--depth", "1",
+            "--n-heads", "2", "--batch-size", "8", "--n-eval", "1", "--sampling-steps", "1", "--eval-every", "2",
+            "--threads", "1", "--quiet"]
+    whole, resumed, checkpoint = tmp_path / "whole.pt", tmp_path / "resumed.pt", str(tmp_path / "run.ckpt")
+    assert main(tiny + ["--export", str(whole)]) == 0
+    # --max-minutes 0 stops after the first step; the same command resumes.
+    assert main(tiny + ["--checkpoint", checkpoint, "--max-minutes", "0", "--export", str(resumed)]) == 0
+    assert "stopped at step 1 of 3" in capsys.readouterr().out and not resumed.exists()
+    assert main(tiny + ["--checkpoint", checkpoint, "--export", str(resumed)]) == 0
+    first, second = load_weights(str(whole)), load_weights(str(resumed))
+    assert first["state_dict"].keys() == second["state_dict"].keys()
+    for name, tensor in first["state_dict"].items():
+        assert torch.equal(tensor, second["state_dict"][name]), name
+    provenance = second["provenance"]
+    assert provenance["recipe"].startswith("skicml pretrain physics-world-model")
+    assert set(provenance["metrics"]) == {f"vel_error_{b}" for b in ("id", "r_out", "v_out", "rv_out", "zero")}
+    assert "slope" in provenance["speed_following_id"]
 
 
 def test_pretrained_file_round_trip(fitted, clips, tmp_path):
