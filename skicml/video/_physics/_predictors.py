@@ -86,6 +86,11 @@ class _ClipInput:
         clips, rows = self._read_X(X, reset=True)
         return clips, rows, self._read_y(y, len(rows))
 
+    def _read_query(self, X):
+        """``predict``'s reading of clips, fitted or not: ``(clips, rows)`` in the fitted layout."""
+        check_is_fitted(self)
+        return self._read_X(X, reset=False)
+
     def _read_y(self, y, n):
         array = np.asarray(y)
         if array.ndim == 5:
@@ -274,8 +279,7 @@ class CaseBasedVideoPredictor(_ClipInput, RegressorMixin, BaseEstimator):
         -------
         distances, indices : ndarray of shape (n_videos, n_neighbors)
         """
-        check_is_fitted(self)
-        clips, rows = self._read_X(X, reset=False)
+        clips, rows = self._read_query(X)
         return self.neighbors_.kneighbors(self._features(clips, rows), n_neighbors=n_neighbors)
 
     def predict(self, X):
@@ -289,8 +293,7 @@ class CaseBasedVideoPredictor(_ClipInput, RegressorMixin, BaseEstimator):
         -------
         y_pred : ndarray in the layout and dtype of the training ``y``
         """
-        check_is_fitted(self)
-        clips, rows = self._read_X(X, reset=False)
+        clips, rows = self._read_query(X)
         _, index = self.neighbors_.kneighbors(self._features(clips, rows))
         futures = self.train_targets_[index].astype(np.float64).mean(axis=1)
         if self.align == "translate" and self._future_layout() is not None:
@@ -426,8 +429,7 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
         -------
         y_pred : ndarray in the layout and dtype of the training ``y``
         """
-        check_is_fitted(self)
-        clips, rows = self._read_X(X, reset=False)
+        clips, rows = self._read_query(X)
         if self.n_future_frames_ is None:
             return self._as_output(np.repeat(self.median_target_[None], len(rows), axis=0))
         states = parse_object_states(_to_uint8(clips), colors=self.colors, world_size=self.world_size)

@@ -364,8 +364,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     # ------------------------------------------------------------ generation
     def _draws(self, X, n_draws, seed):
         """``n_draws`` generated futures of every clip of ``X``: ``(n_videos, n_draws, T_f, C, H, W)``."""
-        check_is_fitted(self)
-        clips, rows = self._read_X(X, reset=False)
+        clips, rows = self._read_query(X)
         cond = self._cond_tensor(clips, rows)
         device = self._device()
         network = (self.ema_module_ if self.ema_module_ is not None else self.module_).to(device).eval()
