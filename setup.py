@@ -54,7 +54,12 @@ EXTRAS = {
         # the physics testbed's closed forms are checked against the engine
         # the official generators use (tests/datasets/test_physics.py).
         "box2d>=2.3.10",
+        # DiffusersTeacher's tests build a tiny random pipeline.
+        "diffusers>=0.30,<0.42",
     ],
+    # Lavender's DiffusersTeacher reads a Stable-Diffusion-style pipeline object
+    # the user loads; 0.42 needs a huggingface_hub that transformers 4.57 refuses.
+    "diffusers": ["diffusers>=0.30,<0.42"],
     "docs": ["sphinx>=7.2", "sphinx-gallery>=0.16", "numpydoc>=1.7", "matplotlib>=3.8"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
