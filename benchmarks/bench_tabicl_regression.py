@@ -18,6 +18,10 @@ TabICLRegressor also the pinball loss over the quantile levels 0.1..0.9
 80% interval (nominal 0.80).
 
     python benchmarks/bench_tabicl_regression.py --sizes 128 512 1024 --splits 5 --n-jobs 2
+
+The baselines do not change when a model does: ``--methods RidgeCV
+HistGradientBoosting RandomForest --out baselines.json`` once, then
+``--methods TabICL --merge baselines.json`` summarises a model beside them.
 """
 
 import argparse
@@ -204,6 +208,9 @@ def main():
     parser.add_argument("--datasets", nargs="*", default=None, help="only these dataset names")
     parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
     parser.add_argument("--out", default=None, help="also write all rows as JSON here")
+    parser.add_argument("--merge", nargs="*", default=[],
+                        help="JSON rows of earlier runs (--out) to summarise with this run's, e.g. the baselines "
+                             "measured once while a model is compared")
     parser.add_argument("--model-path", default=None,
                         help="a TabICL regression checkpoint to measure instead of the shipped one")
     parser.add_argument("--inference-precision", default="float32", choices=["float32", "float64", "bfloat16"])
@@ -217,11 +224,14 @@ def main():
                           precision=args.inference_precision, methods=args.methods)
         for job in jobs(datasets, args.sizes, args.splits, args.max_test))
     results = [row for rows in results for row in rows]
-    print(summarise(results))
-    print(f"\n{len(datasets)} datasets, {time.perf_counter() - start:.0f} s")
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(results, handle)
+    for path in args.merge:
+        with open(path) as handle:
+            results += [row for row in json.load(handle) if row["dataset"] in datasets and row["size"] in args.sizes]
+    print(summarise(results))
+    print(f"\n{len(datasets)} datasets, {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":
