@@ -11,32 +11,51 @@ co-occurrence 0.8, as the model was pretrained) for the same steps:
   (:class:`~skicml.vlm.OracleMaskTeacher`, the upper bound), through the
   Aligner (the official default);
 - ``oracle-mean``: the same, aligning the mean attention over heads and
-  layers itself (``aggregation="mean"``, no Aligner); ``oracle-last-layer``
-  (on request): the Aligner on the last layer only;
-- ``diffusion`` and ``diffusion-mean``: the same two towards the shipped
-  diffusion teacher's cross-attention (:class:`~skicml.vlm.TinyDiffusionTeacher`).
+  layers itself (``aggregation="mean"``, no Aligner); ``oracle-last-layer``:
+  the official aggregation (Aligner, then mean over the aligned layers) on
+  the last layer only;
+- ``diffusion``, ``diffusion-mean`` and ``diffusion-last-layer``: the same
+  three towards the shipped diffusion teacher's cross-attention
+  (:class:`~skicml.vlm.TinyDiffusionTeacher`).
 
-Measured on fresh test scenes drawn without the bias (``unbiased``, out of
-the training distribution) and with it (``biased``):
+``--seeds`` repeats every arm on fresh training scenes and a fresh LoRA and
+Aligner initialisation per seed (the test scenes stay fixed), and the
+summary gives the mean and standard deviation over seeds.
+``--train-scenes`` sets the training set size; the number of steps follows
+it (``epochs`` passes over it), the same for every arm, so the arms are
+always compared at matched steps.
+
+Measured on three fixed sets of fresh test scenes: drawn with the training
+bias (``biased``), without it (``unbiased``: the classes drawn
+independently, out of the training co-occurrences), and ``dense``, out of
+the training distribution in the number of objects: 8 or 9 objects per
+scene (no bias), where pretraining and fine-tuning scenes have 3 to 7, so
+captions run longer than any the model was trained on and most cells are
+full (pointing by chance is higher there: see the ``chance`` rows):
 
 - pointing accuracy (does the argmax cell of a colour or shape word's map
   touch an object of that colour or shape), on the student's 3 x 3 grid of
   image tokens, every map area-resized to it: of the model's mean attention
-  over heads and layers, from the query that predicts the word (the spec's
-  probe metric), of its best single head, of the Aligner's output, and of
-  the teachers' maps (also at their own 8 x 8);
-- the entropy of the mean-attention maps (the paper's motivating
+  over the heads of all layers, from the query that predicts the word (the
+  spec's probe metric), and over the heads of the last layer alone (read
+  the same way in every arm, whichever layers it aligned), of its best
+  single head, of the Aligner's output, and of the teachers' maps (also at
+  their own 8 x 8) and of random maps (``chance``);
+- the entropy of the two mean-attention maps (the paper's motivating
   measurement) and of the teachers' maps;
 - CHAIR of greedy captions, and the log-likelihood of the reference
   captions;
 - seconds per training step.
 
-    python benchmarks/bench_vlm_lavender.py                        # the recorded run
+    python benchmarks/bench_vlm_lavender.py                        # every arm, one seed
+    python benchmarks/bench_vlm_lavender.py --seeds 0 1 2 --arms plain oracle-mean oracle-last-layer \
+        diffusion-last-layer diffusion-mean                        # the recorded seeds
     python benchmarks/bench_vlm_lavender.py --train-scenes 250     # the small-data setting
     python benchmarks/bench_vlm_lavender.py --quick                # smoke test
 """
 
 import argparse
+import re
 import time
 
 import numpy as np
@@ -45,6 +64,7 @@ import torch
 
 from skicml.datasets import make_object_scenes, object_classes
 from skicml.vlm import LavenderTuner, OracleMaskTeacher, TinyDiffusionTeacher, chair, pointing_accuracy
+from skicml.vlm._grounding import resize_map
 from skicml.vlm._lavender._align import pool_word_maps, word_hits
 
 TEACHER_NAME = "tiny-diffusion-scenes"
@@ -59,14 +79,54 @@ ARMS = {
     "oracle-last-layer": dict(teacher="oracle", attn_layers=[5]),
     "diffusion": dict(teacher="diffusion"),
     "diffusion-mean": dict(teacher="diffusion", aggregation="mean"),
+    # Its twin towards the diffusion teacher: can the Aligner on the grounding layer follow a weak teacher
+    # without dragging the rest of the model's attention along?
+    "diffusion-last-layer": dict(teacher="diffusion", attn_layers=[5]),
 }
+#: Generation budget: a 9-object caption of the dense split runs to about 83 tokens, past the tuner's default 80.
+MAX_NEW_TOKENS = 100
 
 
-def scenes(n, cooccurrence, seed):
+def scenes(n, cooccurrence, seed, **options):
     images, captions, objects, masks = make_object_scenes(n, cooccurrence=cooccurrence, return_masks=True,
-                                                          random_state=seed)
+                                                          random_state=seed, **options)
     truth = objects.groupby("scene")["name"].apply(set).reindex(range(n)).tolist()
-    return {"images": images, "captions": captions, "objects": objects, "masks": masks, "truth": truth}
+    # Each scene's colour and shape words -> the union of their objects' masks, made once per set: the
+    # evaluation judges some 25 sets of maps per model, and pointing_accuracy rebuilds these for every call.
+    unions = [{} for _ in range(n)]
+    for scene, obj, color, shape in zip(objects["scene"], objects["object"], objects["color"], objects["shape"]):
+        for word in (color, shape):
+            unions[scene][word] = unions[scene].get(word, False) | masks[scene, obj]
+    return {"images": images, "captions": captions, "objects": objects, "masks": masks, "truth": truth,
+            "unions": unions, "colors": set(objects["color"]), "checked": False}
+
+
+def point(maps, test):
+    """:func:`~skicml.vlm.pointing_accuracy` on the GRID x GRID grid, from the set's precomputed unions.
+
+    The same rule (the argmax cell's pixel box touches an object of the word's colour or shape; words of
+    absent attributes left out); the first call on a set is checked against the library's function.
+    """
+    size = test["masks"].shape[-1]
+    hits = {"color": [], "shape": []}
+    for union, row in zip(test["unions"], maps):
+        for word, word_map in row.items():
+            if word not in union:
+                continue
+            word_map = resize_map(np.asarray(word_map, dtype=np.float32), GRID)
+            r, c = np.unravel_index(np.argmax(word_map), word_map.shape)
+            top, bottom = int(np.floor(r * size / GRID)), int(np.ceil((r + 1) * size / GRID))
+            left, right = int(np.floor(c * size / GRID)), int(np.ceil((c + 1) * size / GRID))
+            hit = bool(union[word][top:bottom, left:right].any())
+            hits["color" if word in test["colors"] else "shape"].append(hit)
+    result = {kind: float(np.mean(v)) if v else float("nan") for kind, v in hits.items()}
+    result["all"] = float(np.mean(hits["color"] + hits["shape"])) if hits["color"] + hits["shape"] else float("nan")
+    if not test["checked"]:
+        reference = pointing_accuracy(maps, test["objects"], test["masks"], resolution=GRID)
+        if not all(np.isclose(result[k], reference[k], equal_nan=True) for k in ("color", "shape", "all")):
+            raise AssertionError(f"fast pointing {result} differs from pointing_accuracy {reference}")
+        test["checked"] = True
+    return result
 
 
 def entropy(maps):
@@ -116,7 +176,7 @@ def best_head_pointing(tuner, test):
             as_dicts = [{word: pooled[i, j].reshape(grid, grid).numpy()
                          for j, word in enumerate(teacher_words[i]) if counts[i, j] > 0}
                         for i in range(len(test["images"]))]
-            accuracy = pointing_accuracy(as_dicts, test["objects"], test["masks"])["all"]
+            accuracy = point(as_dicts, test)["all"]
             if accuracy > best[0]:
                 best = (accuracy, f"L{layer}H{head}")
     return best
@@ -124,27 +184,88 @@ def best_head_pointing(tuner, test):
 
 def evaluate(tuner, test):
     words = colour_shape_words(test["objects"])
-    raw = only(tuner.word_maps(test["images"], test["captions"], aligned=False), words)
-    pointing = pointing_accuracy(raw, test["objects"], test["masks"], resolution=GRID)
+    # The model's own attention read the same way in every arm, whichever layers it aligned: the mean over
+    # heads of all layers, and of the last layer alone (where head 0 grounds words).
+    n_layers = len(tuner.backbone_.model.layers)
+    raw = only(tuner.word_maps(test["images"], test["captions"], aligned=False, layers=range(n_layers)), words)
+    pointing = point(raw, test)
+    last = only(tuner.word_maps(test["images"], test["captions"], aligned=False, layers=[n_layers - 1]), words)
+    pointing_last = point(last, test)
     best, where = best_head_pointing(tuner, test)
     aligned = np.nan
     if getattr(tuner, "aligner_", None) is not None:
-        aligned = pointing_accuracy(only(tuner.word_maps(test["images"], test["captions"]), words),
-                                    test["objects"], test["masks"], resolution=GRID)["all"]
+        aligned = point(only(tuner.word_maps(test["images"], test["captions"]), words), test)["all"]
     report = chair(list(tuner.predict(test["images"])), test["truth"], object_classes())
-    return {"point_color": pointing["color"], "point_shape": pointing["shape"], "point_best_head": best,
-            "best_head": where, "point_aligner": aligned, "entropy": entropy(raw), "chair_s": report["chair_s"],
+    return {"point_color": pointing["color"], "point_shape": pointing["shape"],
+            "point_last_color": pointing_last["color"], "point_last_shape": pointing_last["shape"],
+            "point_best_head": best, "best_head": where, "point_aligner": aligned, "entropy": entropy(raw),
+            "entropy_last": entropy(last), "chair_s": report["chair_s"],
             "chair_i": report["chair_i"], "recall": report["recall"],
             "loglik": tuner.score(test["images"], test["captions"])}
 
 
+def chance_maps(test, seed=0):
+    """Maps of independent uniform noise for every colour and shape word: pointing at a random cell."""
+    rng = np.random.default_rng(seed)
+    words = colour_shape_words(test["objects"])
+    return [{w: rng.random((GRID, GRID)) for w in set(re.findall(r"[a-z]+", caption)) & words}
+            for caption in test["captions"]]
+
+
 def teacher_row(name, teacher, test):
     words = colour_shape_words(test["objects"])
+    if teacher is None:
+        maps = chance_maps(test)
+        pointing = pointing_accuracy(maps, test["objects"], test["masks"], resolution=GRID)
+        return {"teacher": name, "point_color": pointing["color"], "point_shape": pointing["shape"]}
     maps = only(teacher.word_maps(test["images"], test["captions"]), words)
     pointing = pointing_accuracy(maps, test["objects"], test["masks"], resolution=GRID)
     fine = pointing_accuracy(maps, test["objects"], test["masks"])
     return {"teacher": name, "point_color": pointing["color"], "point_shape": pointing["shape"],
             "point_color_8x8": fine["color"], "point_shape_8x8": fine["shape"], "entropy": entropy(maps)}
+
+
+def summarise(table, args, tests):
+    """The means over seeds with their standard deviations, the ratios to plain, the cost per step."""
+    print()
+    print(f"Lavender on tiny-vlm-scenes: {args.train_scenes} training scenes, {args.epochs} epochs, batch "
+          f"{args.batch_size}, lr {args.lr}, LoRA, align_weight {args.align_weight}, seeds {args.seeds}; "
+          f"{args.test_scenes} test scenes per set; mean +- standard deviation over seeds")
+    columns = ["point_color", "point_shape", "point_last_color", "point_last_shape", "point_best_head",
+               "point_aligner", "entropy", "entropy_last", "chair_s", "chair_i", "recall", "loglik",
+               "alignment_first", "alignment_last"]
+    groups = table.groupby(["test", "arm"], sort=False)[columns]
+    means, spreads = groups.mean(), groups.std()
+    decimals = {"loglik": 4}
+    shown = means.copy().astype(object)
+    for column in columns:
+        digits = decimals.get(column, 3)
+        shown[column] = [f"{m:.{digits}f}" if np.isnan(sd) else f"{m:.{digits}f}+-{sd:.{digits}f}"
+                         for m, sd in zip(means[column], spreads[column])]
+    shown.insert(0, "seeds", groups.size())
+    with pd.option_context("display.width", 300, "display.max_columns", 40):
+        print(shown.to_string())
+    print("best heads:", table.groupby("arm").best_head.agg(lambda h: sorted(set(h))).to_dict())
+    # Differences to plain seed by seed (the training scenes of a seed are shared by all arms, so the
+    # paired difference removes the part of the spread that comes from the draw of the scenes).
+    keyed = table.set_index(["test", "arm", "seed"]).sort_index()
+    for test_name in tests:
+        if ("plain" not in table.arm.values) or test_name not in table.test.values:
+            continue
+        plain = keyed.loc[(test_name, "plain")]
+        for arm in table.arm.unique():
+            if arm in ("plain", "before"):
+                continue
+            compared = ["point_color", "point_shape", "point_last_color", "point_last_shape", "chair_i", "recall",
+                        "loglik"]
+            paired = (keyed.loc[(test_name, arm)][compared] - plain[compared]).dropna()
+            print(f"{test_name}: {arm} - plain over {len(paired)} seeds: " + ", ".join(
+                f"{column} {paired[column].mean():+.4f} (sd {paired[column].std():.4f})"
+                for column in paired.columns))
+    per_step = table.dropna(subset=["sec_per_step"]).groupby("arm").sec_per_step.mean()
+    if "plain" in per_step.index:
+        print("seconds per training step: " + ", ".join(
+            f"{arm} {s:.3f} ({s / per_step['plain']:.2f}x plain)" for arm, s in per_step.items()))
 
 
 def main():
@@ -156,8 +277,7 @@ def main():
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--align-weight", type=float, default=10.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--arms", nargs="+", default=[arm for arm in ARMS if arm != "oracle-last-layer"],
-                        choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
@@ -165,15 +285,16 @@ def main():
         args.train_scenes, args.test_scenes, args.epochs, args.seeds = 64, 40, 1, [0]
     torch.set_num_threads(args.threads)
 
-    tests = {"unbiased": scenes(args.test_scenes, 0.0, 5001), "biased": scenes(args.test_scenes, 0.8, 5002)}
+    tests = {"unbiased": scenes(args.test_scenes, 0.0, 5001), "biased": scenes(args.test_scenes, 0.8, 5002),
+             "dense": scenes(args.test_scenes, 0.0, 5003, min_objects=8, max_objects=9)}
     diffusion = TinyDiffusionTeacher(pretrained=TEACHER_NAME).fit()
     for test_name, test in tests.items():
         oracle = OracleMaskTeacher(test["images"], test["objects"], test["masks"])
-        for name, teacher in (("oracle", oracle), ("diffusion", diffusion)):
+        for name, teacher in (("oracle", oracle), ("diffusion", diffusion), ("chance", None)):
             print(f"teacher maps, {test_name}:", teacher_row(name, teacher, test), flush=True)
     rows = []
-    before = LavenderTuner(align_weight=0.0, max_epochs=0, random_state=0).fit(tests["biased"]["images"][:2],
-                                                                                tests["biased"]["captions"][:2])
+    before = LavenderTuner(align_weight=0.0, max_epochs=0, max_new_tokens=MAX_NEW_TOKENS, random_state=0).fit(
+        tests["biased"]["images"][:2], tests["biased"]["captions"][:2])
     for test_name, test in tests.items():
         rows.append({"arm": "before", "seed": 0, "test": test_name, "sec_per_step": np.nan,
                      **evaluate(before, test)})
@@ -186,6 +307,8 @@ def main():
         # time is then the tuner's alone.
         inputs = {}
         for name, teacher in teachers.items():
+            if not any(ARMS[arm].get("teacher") == name for arm in args.arms):
+                continue
             start = time.perf_counter()
             maps = teacher.word_maps(train["images"], train["captions"])
             print(f"seed {seed}: {name} teacher maps of {args.train_scenes} scenes in "
@@ -198,8 +321,8 @@ def main():
             if "teacher" in settings:
                 X = inputs[settings.pop("teacher")]
                 settings.setdefault("align_weight", args.align_weight)
-            tuner = LavenderTuner(max_epochs=epochs, batch_size=args.batch_size, lr=args.lr, random_state=seed,
-                                  **settings)
+            tuner = LavenderTuner(max_epochs=epochs, batch_size=args.batch_size, lr=args.lr,
+                                  max_new_tokens=MAX_NEW_TOKENS, random_state=seed, **settings)
             start = time.perf_counter()
             tuner.fit(X, train["captions"])
             seconds = (time.perf_counter() - start) / (epochs * -(-args.train_scenes // args.batch_size))
@@ -210,30 +333,7 @@ def main():
                              "alignment_first": alignment[0], "alignment_last": alignment[-1],
                              **evaluate(tuner, test)})
                 print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    print()
-    print(f"Lavender on tiny-vlm-scenes: {args.train_scenes} training scenes, {args.epochs} epochs, batch "
-          f"{args.batch_size}, lr {args.lr}, LoRA, align_weight {args.align_weight}, seeds {args.seeds}; "
-          f"{args.test_scenes} test scenes per set; means over seeds")
-    columns = ["point_color", "point_shape", "point_best_head", "point_aligner", "entropy", "chair_s", "chair_i",
-               "recall", "loglik", "alignment_first", "alignment_last", "sec_per_step"]
-    summary = table.groupby(["test", "arm"], sort=False)[columns].mean()
-    with pd.option_context("display.width", 220, "display.max_columns", 40):
-        print(summary.round(3).to_string())
-        print(table.groupby(["test", "arm"], sort=False)[["point_color", "point_shape", "chair_i"]].std()
-              .round(3).rename(columns=lambda c: c + "_std").to_string())
-    print("best heads:", table.groupby("arm").best_head.agg(lambda h: sorted(set(h))).to_dict())
-    for test_name in tests:
-        block = table[table.test == test_name].groupby("arm")[["point_color", "point_shape", "chair_i"]].mean()
-        if "plain" in block.index:
-            for arm in block.index.drop("plain"):
-                ratio = block.loc[arm] / block.loc["plain"]
-                print(f"{test_name}: {arm} / plain: pointing colour {ratio.point_color:.3f}x, shape "
-                      f"{ratio.point_shape:.3f}x, CHAIR_I {ratio.chair_i:.3f}x")
-    per_step = table.dropna(subset=["sec_per_step"]).groupby("arm").sec_per_step.mean()
-    if "plain" in per_step.index:
-        print("seconds per training step: " + ", ".join(
-            f"{arm} {s:.3f} ({s / per_step['plain']:.2f}x plain)" for arm, s in per_step.items()))
+    summarise(pd.DataFrame(rows), args, tests)
 
 
 if __name__ == "__main__":
