@@ -72,8 +72,8 @@ from skicml.video import (
     nearest_training_case,
     velocity_error,
 )
-from skicml.video._physics._pretrain import BUCKETS, N_COND, add_model_options, bucket_means, recipe_model, \
-    speed_following
+from skicml.video._physics._pretrain import BUCKETS, N_COND, add_model_options, bucket_means, pretrained_model, \
+    recipe_model, speed_following
 
 #: The errors reported per scenario (the first is the headline).
 ERRORS = {"uniform": ["vel_error"], "collision": ["post_vel_err", "pre_vel_err", "momentum_err", "energy_err"]}
@@ -93,7 +93,7 @@ def bucket_errors(name, future, test, args, size=None):
     for column in ERRORS[args.scenario]:
         means = bucket_means(future, test, args.scenario, column)
         rows.append({"method": name, "n_train": size, "error": column, **means})
-        print(f"{name:<22} {'' if size is None else size:>6} {column:<13}"
+        print(f"{name:<36} {'' if size is None else size:>6} {column:<13}"
               + " ".join(f"{means[b]:>7.3f}" for b in BUCKETS), flush=True)
     return rows
 
@@ -123,6 +123,16 @@ def collision_following(model, test):
     post = parsed[["post_vx1", "post_vx2"]].to_numpy()
     result["post: right direction"] = float(np.nanmean(np.sign(post) == np.sign(true["post"])))
     print("in distribution, generated against true velocities:",
+          json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
+    return result
+
+
+def motion_following(model, test, args):
+    """Whether the rollouts follow the given motion (and, for collisions, the law after the contact)."""
+    if args.scenario == "collision":
+        return collision_following(model, test)
+    result = speed_following(model, test)
+    print("in distribution, generated against given speed:",
           json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
     return result
 
@@ -192,6 +202,8 @@ def build_parser():
     parser.add_argument("--sizes", type=int, nargs="*", default=[300, 3000], help="training clips of each fit")
     add_model_options(parser)
     parser.set_defaults(n_frames=None)  # by scenario: N_FRAMES
+    parser.add_argument("--pretrained", nargs="*", default=[],
+                        help="also score these weights files (or shipped names) as they are")
     parser.add_argument("--priority", nargs="*", default=[], help="pairs such as color,velocity (uniform)")
     parser.add_argument("--priority-grid", type=int, default=31)
     parser.add_argument("--priority-train", type=int, default=600)
@@ -226,7 +238,7 @@ def main(argv=None):
     X_test = test.videos[:, :N_COND]
     print(f"errors (units/s; momentum and energy in r^2-mass units), {args.scenario}, {args.n_frames} frames "
           f"({N_COND} given), 32 px, up to {args.n_eval} clips per bucket")
-    print(f"{'method':<22} {'train':>6} {'error':<13}" + " ".join(f"{b:>7}" for b in BUCKETS))
+    print(f"{'method':<36} {'train':>6} {'error':<13}" + " ".join(f"{b:>7}" for b in BUCKETS))
     copy_last = np.repeat(X_test[:, -1:], args.n_frames - N_COND, axis=1)
     results["errors"] += bucket_errors("copy last frame", copy_last, test, args)
     oracle = PhysicsOraclePredictor().fit(X_test, test.videos[:, N_COND:])
@@ -248,20 +260,21 @@ def main(argv=None):
             row.update(fit_seconds=fit_seconds, predict_seconds_per_video=predict_seconds, epochs=model.n_iter_,
                        final_loss=model.loss_curve_[-1])
         results["errors"] += rows
+        results.setdefault("following", {})[str(size)] = motion_following(model, test, args)
+        table = None
         if args.scenario == "uniform":
-            following = speed_following(model, test)
-            print("in distribution, generated against given speed:",
-                  json.dumps({k: round(v, 3) for k, v in following.items()}), flush=True)
             analysis, table = case_based_analysis(model, train, test)
             results.setdefault("case_based", {})[str(size)] = analysis
-        else:
-            following, table = collision_following(model, test), None
-        results.setdefault("following", {})[str(size)] = following
         if args.save_models:
             with open(os.path.join(args.save_models, f"world_model_{args.scenario}_{size}.pkl"), "wb") as handle:
                 pickle.dump(model, handle)
             if table is not None:
                 table.to_csv(os.path.join(args.save_models, f"case_based_{size}.csv"), index=False)
+    for source in args.pretrained:
+        model = pretrained_model(source, args, test.videos)
+        name = os.path.basename(source)
+        results["errors"] += bucket_errors(f"pretrained {name}", model.predict(X_test), test, args)
+        results.setdefault("following", {})[name] = motion_following(model, test, args)
     for pair in args.priority:
         report = attribute_priority(tuple(pair.split(",")), args)
         results.setdefault("priority", {})[pair] = report.reset_index().to_dict(orient="records")

@@ -41,7 +41,7 @@ from ._evaluation import infer_attributes, summarize_by_bucket, velocity_error
 from ._model import TIME_SAMPLINGS, VideoDiT
 from ._world_model import VideoWorldModel, _FlowObjective
 
-__all__ = ["add_model_options", "bucket_means", "main", "recipe_model", "speed_following"]
+__all__ = ["add_model_options", "bucket_means", "main", "pretrained_model", "recipe_model", "speed_following"]
 
 #: ``skicml pretrain physics-world-model`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
 RECIPE_NAME = "physics-world-model"
@@ -146,13 +146,22 @@ class _ClipBatches:
         self.order, self.position = state["order"], int(state["position"])
 
 
+def pretrained_model(source, args, clips):
+    """VideoWorldModel with the network of a weights file as it is, sampling as these options say.
+
+    ``source`` is a shipped name or a file; ``clips`` (whole clips) only
+    give ``fit`` the layout.
+    """
+    model = VideoWorldModel(pretrained=source, max_epochs=0, n_sampling_steps=args.sampling_steps,
+                            batch_size=args.batch_size, device=args.device, random_state=args.seed)
+    return model.fit(clips[:, :N_COND], clips[:, N_COND:])
+
+
 def _as_estimator(network, args, clips, folder):
     """A fitted VideoWorldModel around ``network`` (through a weights file, as users load one)."""
     path = os.path.join(folder, f"network-{len(os.listdir(folder))}.pt")
     save_module(path, network, network.config, {"weights": "an evaluation copy"}, dtype=torch.float32)
-    model = VideoWorldModel(pretrained=path, max_epochs=0, n_sampling_steps=args.sampling_steps,
-                            batch_size=args.batch_size, device=args.device, random_state=args.seed)
-    return model.fit(clips[:, :N_COND], clips[:, N_COND:])
+    return pretrained_model(path, args, clips)
 
 
 def main(argv=None):
