@@ -23,3 +23,13 @@ register_weights(
     description="TabICL small (0.46M parameters) pretrained on skicml's synthetic prior",
     benchmark="real tables: log loss 0.111, accuracy 0.961 (LogisticRegression 0.099)",
 )
+
+register_weights(
+    "tabicl-regressor-small",
+    "skicml.tabicl",
+    "_weights/tabicl_regressor_small.pt",
+    sha256="a76acd17b978687871b9ecf1d8d30aa8a6c1a592d39dcb567275018bdcd70961",
+    description="TabICL v2 regressor small (0.76M parameters, 999 quantiles), warm-started from tabicl-small "
+                "and pretrained on skicml's regression prior",
+    benchmark="held-out synthetic pinball 0.220 (features-blind 0.261); diabetes R^2 0.387 (RidgeCV 0.427)",
+)
