@@ -5,8 +5,8 @@ A video world model in and out of distribution
 :class:`~skicml.video.VideoWorldModel` sees the first three frames of a
 ball in uniform motion and generates the next five. The shipped model
 (``"physics-world-model-uniform32"``, see ``skicml info --verbose``) was
-trained on 3,000 clips of 32 px with speeds in [1, 4] and radii in
-[0.7, 1.4]. Here it rolls out one clip inside that range and two outside
+trained for 3,200 steps on 3,000 clips of 32 px with speeds in [1, 4] and
+radii in [0.7, 1.4]. Here it rolls out one clip inside that range and two outside
 it, slower and faster than anything it saw, beside the truth; the speed of
 each rollout is parsed back from its pixels
 (:func:`~skicml.video.infer_attributes`). Kang et al. (ICML 2025) find that

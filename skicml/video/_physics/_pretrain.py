@@ -1,9 +1,11 @@
-"""``skicml pretrain physics-world-model``: train the shipped VideoWorldModel on 32-px uniform motion.
+r"""``skicml pretrain physics-world-model``: train the shipped VideoWorldModel on 32-px uniform motion.
 
 The recipe behind ``skicml/video/_weights/``::
 
-    skicml pretrain physics-world-model --steps 3000 --checkpoint run.ckpt --max-minutes 60 --threads 1
-    skicml pretrain physics-world-model --steps 3000 --checkpoint run.ckpt --export physics_world_model_uniform32.pt
+    skicml pretrain physics-world-model --steps 3200 --threads 1 --checkpoint run.ckpt --max-minutes 240 \
+        --export physics_world_model_uniform32.pt
+
+(again with the same ``--checkpoint`` if it stopped: it resumes).
 
 It trains the network of :class:`~skicml.video.VideoWorldModel` with the
 objective, optimiser and schedule of its ``fit`` (flow matching with
