@@ -204,6 +204,8 @@ def build_parser():
     parser.set_defaults(n_frames=None)  # by scenario: N_FRAMES
     parser.add_argument("--pretrained", nargs="*", default=[],
                         help="also score these weights files (or shipped names) as they are")
+    parser.add_argument("--pretrained-train", type=int, default=3000,
+                        help="the clips they were trained on (the recipe's --n-videos), for the case-based analysis")
     parser.add_argument("--priority", nargs="*", default=[], help="pairs such as color,velocity (uniform)")
     parser.add_argument("--priority-grid", type=int, default=31)
     parser.add_argument("--priority-train", type=int, default=600)
@@ -275,6 +277,9 @@ def main(argv=None):
         name = os.path.basename(source)
         results["errors"] += bucket_errors(f"pretrained {name}", model.predict(X_test), test, args)
         results.setdefault("following", {})[name] = motion_following(model, test, args)
+        if args.scenario == "uniform":
+            train = scenario_videos(args.pretrained_train, args, args.seed)
+            results.setdefault("case_based", {})[name] = case_based_analysis(model, train, test)[0]
     for pair in args.priority:
         report = attribute_priority(tuple(pair.split(",")), args)
         results.setdefault("priority", {})[pair] = report.reset_index().to_dict(orient="records")
