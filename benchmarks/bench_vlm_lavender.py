@@ -43,8 +43,8 @@ full (pointing by chance is higher there: see the ``chance`` rows):
   their own 8 x 8) and of random maps (``chance``);
 - the entropy of the two mean-attention maps (the paper's motivating
   measurement) and of the teachers' maps;
-- CHAIR of greedy captions, and the log-likelihood of the reference
-  captions;
+- CHAIR of greedy captions and their length in words, and the
+  log-likelihood of the reference captions;
 - seconds per training step.
 
     python benchmarks/bench_vlm_lavender.py                        # every arm, one seed
@@ -200,7 +200,7 @@ def evaluate(tuner, test):
             "point_last_color": pointing_last["color"], "point_last_shape": pointing_last["shape"],
             "point_best_head": best, "best_head": where, "point_aligner": aligned, "entropy": entropy(raw),
             "entropy_last": entropy(last), "chair_s": report["chair_s"],
-            "chair_i": report["chair_i"], "recall": report["recall"],
+            "chair_i": report["chair_i"], "recall": report["recall"], "caption_words": report["mean_length"],
             "loglik": tuner.score(test["images"], test["captions"])}
 
 
@@ -232,7 +232,7 @@ def summarise(table, args, tests):
           f"{args.batch_size}, lr {args.lr}, LoRA, align_weight {args.align_weight}, seeds {args.seeds}; "
           f"{args.test_scenes} test scenes per set; mean +- standard deviation over seeds")
     columns = ["point_color", "point_shape", "point_last_color", "point_last_shape", "point_best_head",
-               "point_aligner", "entropy", "entropy_last", "chair_s", "chair_i", "recall", "loglik",
+               "point_aligner", "entropy", "entropy_last", "chair_s", "chair_i", "recall", "caption_words", "loglik",
                "alignment_first", "alignment_last"]
     groups = table.groupby(["test", "arm"], sort=False)[columns]
     means, spreads = groups.mean(), groups.std()
