@@ -28,8 +28,9 @@ register_weights(
     "tabicl-regressor-small",
     "skicml.tabicl",
     "_weights/tabicl_regressor_small.pt",
-    sha256="a76acd17b978687871b9ecf1d8d30aa8a6c1a592d39dcb567275018bdcd70961",
+    sha256="fbc4f23cff6af0e1d2704290cd2963d7ab5bfa15a5f9c582680ed6775db3d4e7",
     description="TabICL v2 regressor small (0.76M parameters, 999 quantiles), warm-started from tabicl-small "
-                "and pretrained on skicml's regression prior",
-    benchmark="held-out synthetic pinball 0.220 (features-blind 0.261); diabetes R^2 0.387 (RidgeCV 0.427)",
+                "and pretrained on skicml's regression prior (up to 64 columns and 1,152 rows)",
+    benchmark="16 real tables at 128 / 512 training rows: R^2 0.419 / 0.436 (RidgeCV 0.456 / 0.479), "
+              "RMSE rank 2.31 / 2.43 of 4; 80% intervals cover 0.77 / 0.83",
 )
