@@ -28,9 +28,9 @@ register_weights(
     "tabicl-regressor-small",
     "skicml.tabicl",
     "_weights/tabicl_regressor_small.pt",
-    sha256="fbc4f23cff6af0e1d2704290cd2963d7ab5bfa15a5f9c582680ed6775db3d4e7",
+    sha256="067d5bca2d73f1120f51b94075434a308871ff37bc8d5ecb58a2967ceef7d118",
     description="TabICL v2 regressor small (0.76M parameters, 999 quantiles), warm-started from tabicl-small "
                 "and pretrained on skicml's regression prior (up to 64 columns and 1,152 rows)",
-    benchmark="16 real tables at 128 / 512 training rows: R^2 0.419 / 0.436 (RidgeCV 0.456 / 0.479), "
-              "RMSE rank 2.31 / 2.43 of 4; 80% intervals cover 0.77 / 0.83",
+    benchmark="16 real tables at 128 / 512 training rows: R^2 0.420 / 0.442 (RidgeCV 0.456 / 0.479), "
+              "RMSE rank 2.31 / 2.36 of 4; 80% intervals cover 0.77 / 0.83",
 )
