@@ -272,14 +272,16 @@ def main(argv=None):
                 pickle.dump(model, handle)
             if table is not None:
                 table.to_csv(os.path.join(args.save_models, f"case_based_{size}.csv"), index=False)
+    # the recipe's training clips (same generator and seed), rendered once for every file
+    pretrained_train = (scenario_videos(args.pretrained_train, args, args.seed)
+                        if args.pretrained and args.scenario == "uniform" else None)
     for source in args.pretrained:
         model = pretrained_model(source, args, test.videos)
         name = os.path.basename(source)
         results["errors"] += bucket_errors(f"pretrained {name}", model.predict(X_test), test, args)
         results.setdefault("following", {})[name] = motion_following(model, test, args)
-        if args.scenario == "uniform":
-            train = scenario_videos(args.pretrained_train, args, args.seed)
-            results.setdefault("case_based", {})[name] = case_based_analysis(model, train, test)[0]
+        if pretrained_train is not None:
+            results.setdefault("case_based", {})[name] = case_based_analysis(model, pretrained_train, test)[0]
     for pair in args.priority:
         report = attribute_priority(tuple(pair.split(",")), args)
         results.setdefault("priority", {})[pair] = report.reset_index().to_dict(orient="records")
