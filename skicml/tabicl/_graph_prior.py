@@ -102,6 +102,46 @@ CATEGORICAL_MODES = ("neighbor_id", "neighbor_disc", "neighbor_func", "neighbor_
                      "softmax_id", "softmax_disc", "softmax_int")
 
 
+#: Every named activation of both priors, elementwise or across the last axis;
+#: ``exp`` clamps its input (see :func:`apply_activation`).
+_ACTIVATION_FUNCTIONS = {
+    "tanh": torch.tanh,
+    "leaky_relu": F.leaky_relu,
+    "elu": F.elu,
+    "identity": lambda x: x,
+    "selu": F.selu,
+    "silu": F.silu,
+    "relu": F.relu,
+    "softplus": F.softplus,
+    "relu6": F.relu6,
+    "hardtanh": F.hardtanh,
+    "sign": lambda x: 2.0 * (x >= 0).float() - 1.0,
+    "heaviside": lambda x: (x >= 0).float(),
+    "gauss": lambda x: torch.exp(-x.square()),
+    "sqrt_abs": lambda x: x.abs().sqrt(),
+    "unit_indicator": lambda x: (x.abs() <= 1.0).float(),
+    "sin": torch.sin,
+    "square": lambda x: x.square(),
+    "abs": lambda x: x.abs(),
+    "log_abs": lambda x: torch.log(x.abs().clamp_min(1e-6)),
+    "sigmoid": torch.sigmoid,
+    "round": torch.round,
+    "modulo": lambda x: x - torch.floor(x),
+    "logsigmoid": F.logsigmoid,
+    "rank": lambda x: torch.argsort(torch.argsort(x, dim=-1), dim=-1).float(),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "is_max": lambda x: (x == x.amax(-1, keepdim=True)).float(),
+    "argsort": lambda x: torch.argsort(x, dim=-1).float(),
+}
+
+
+def apply_activation(name, x, exp_clamp):
+    """The activation ``name`` of either prior on ``x``; ``exp`` clamps its input at ``exp_clamp``."""
+    if name == "exp":
+        return torch.exp(x.clamp_max(exp_clamp))
+    return _ACTIVATION_FUNCTIONS[name](x)
+
+
 class TensorRandom:
     """Tensor draws from one ``torch.Generator`` (the prior's device stream).
 
@@ -563,59 +603,7 @@ class GraphSCM:
 
     # -------------------------------------------------------------- activations
     def _apply(self, name, x):
-        if name == "tanh":
-            return torch.tanh(x)
-        if name == "leaky_relu":
-            return F.leaky_relu(x)
-        if name == "elu":
-            return F.elu(x)
-        if name == "identity":
-            return x
-        if name == "selu":
-            return F.selu(x)
-        if name == "silu":
-            return F.silu(x)
-        if name == "relu":
-            return F.relu(x)
-        if name == "softplus":
-            return F.softplus(x)
-        if name == "relu6":
-            return F.relu6(x)
-        if name == "hardtanh":
-            return F.hardtanh(x)
-        if name == "sign":
-            return 2.0 * (x >= 0).float() - 1.0
-        if name == "heaviside":
-            return (x >= 0).float()
-        if name == "gauss":
-            return torch.exp(-x.square())
-        if name == "exp":
-            return torch.exp(x.clamp_max(self.exp_clamp))
-        if name == "unit_indicator":
-            return (x.abs() <= 1.0).float()
-        if name == "sin":
-            return torch.sin(x)
-        if name == "square":
-            return x.square()
-        if name == "abs":
-            return x.abs()
-        if name == "log_abs":
-            return torch.log(x.abs().clamp_min(1e-6))
-        if name == "sigmoid":
-            return torch.sigmoid(x)
-        if name == "round":
-            return torch.round(x)
-        if name == "modulo":
-            return x - torch.floor(x)
-        if name == "logsigmoid":
-            return F.logsigmoid(x)
-        if name == "rank":
-            return torch.argsort(torch.argsort(x, dim=-1), dim=-1).float()
-        if name == "softmax":
-            return torch.softmax(x, -1)
-        if name == "is_max":
-            return (x == x.amax(-1, keepdim=True)).float()
-        return torch.argsort(x, dim=-1).float()  # "argsort"
+        return apply_activation(name, x, self.exp_clamp)
 
     def _power(self, kind, x):
         d = self._draws

@@ -113,7 +113,7 @@ from statistics import NormalDist
 import torch
 import torch.nn.functional as F
 
-from ._graph_prior import GraphSCM, TensorRandom
+from ._graph_prior import GraphSCM, TensorRandom, apply_activation
 
 __all__ = ["PriorConfig", "TabularPrior", "ACTIVATIONS", "GraphSCM"]
 
@@ -730,44 +730,9 @@ class TabularPrior:
         return out
 
     def _apply_activation(self, act, x):
-        name = ACTIVATIONS[act]
-        if name == "tanh":
-            return torch.tanh(x)
-        if name == "leaky_relu":
-            return F.leaky_relu(x)
-        if name == "elu":
-            return F.elu(x)
-        if name == "identity":
-            return x
-        if name == "selu":
-            return F.selu(x)
-        if name == "silu":
-            return F.silu(x)
-        if name == "relu":
-            return F.relu(x)
-        if name == "softplus":
-            return F.softplus(x)
-        if name == "relu6":
-            return F.relu6(x)
-        if name == "hardtanh":
-            return F.hardtanh(x)
-        if name == "sign":
-            return 2.0 * (x >= 0).float() - 1.0
-        if name == "gauss":
-            return torch.exp(-x.square())
-        if name == "exp":
-            return torch.exp(x.clamp_max(self.config.exp_clamp))
-        if name == "sqrt_abs":
-            return x.abs().sqrt()
-        if name == "unit_indicator":
-            return (x.abs() <= 1.0).float()
-        if name == "sin":
-            return torch.sin(x)
-        if name == "square":
-            return x.square()
-        if name == "abs":
-            return x.abs()
-        return self._random_fourier(x)
+        if act == _RF:
+            return self._random_fourier(x)
+        return apply_activation(ACTIVATIONS[act], x, self.config.exp_clamp)
 
     def _random_fourier(self, x):
         """Random smooth function ``sum_i c_i sin(f_i x + p_i)`` per table (input standardised)."""
