@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..utils.param_validation import HasMethods, Interval, StrOptions, fit_context
 from ._contexts import GraphContext, _MatmatOperator, _resolve_context
-from .metrics import _fitted_score, spectral_decay_rate
+from ._spectrum import _fitted_score, spectral_decay_rate
 
 __all__ = ["ContextureEmbedding"]
 

@@ -24,7 +24,7 @@ from ..utils.param_validation import (
 )
 from ._contexts import FeatureCorruptionContext, GraphContext, _resolve_context
 from ._model import ACTIVATIONS, OBJECTIVES, ContextureMLP
-from .metrics import _fitted_score, spectral_decay_rate
+from ._spectrum import _fitted_score, spectral_decay_rate
 
 __all__ = ["NeuralContexture"]
 
