@@ -82,7 +82,7 @@ def check_regression_targets(y, n_samples=None, *, multi_output=False, allow_con
     >>> check_regression_targets([1.0, float("nan")])
     Traceback (most recent call last):
     ...
-    ValueError: y contains 1 NaN and 0 infinite value(s), the first at index 1; ...
+    ValueError: y contains NaN or infinite values: 1 NaN and 0 infinite, the first at index 1; ...
     """
     if y is None:
         raise ValueError("A regressor requires y to be passed, but the target y is None.")
@@ -110,8 +110,8 @@ def check_regression_targets(y, n_samples=None, *, multi_output=False, allow_con
     if not finite.all():
         first = int(np.flatnonzero(~finite.reshape(len(y), -1).all(axis=1))[0])
         raise ValueError(
-            f"y contains {int(np.isnan(y).sum())} NaN and {int(np.isinf(y).sum())} infinite value(s), the "
-            f"first at index {first}; drop those rows or impute their targets."
+            f"y contains NaN or infinite values: {int(np.isnan(y).sum())} NaN and {int(np.isinf(y).sum())} "
+            f"infinite, the first at index {first}; drop those rows or impute their targets."
         )
     if not allow_constant and len(y) > 1 and np.ptp(y, axis=0).max() == 0:
         raise ValueError(

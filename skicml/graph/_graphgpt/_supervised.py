@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ...base import LogitsClassifierMixin, seeded
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
-from ...utils.validation import check_no_missing_labels
+from ...utils.validation import check_no_missing_labels, check_regression_targets
 from ._backbone import GraphGPTBackboneMixin
 from ._model import GraphPredictor
 
@@ -240,7 +240,7 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
         self
         """
         _require_y(self, y)
-        y = _check_targets(y)
+        y = check_regression_targets(y, multi_output=True)
         self._single_output = y.ndim == 1
         targets = y.reshape(len(y), -1)
         self.y_mean_ = targets.mean(0)
@@ -337,22 +337,3 @@ def _require_y(estimator, y):
         raise ValueError(
             f"{type(estimator).__name__} requires y to be passed, but the target y is None."
         )
-
-
-def _check_targets(y):
-    y = np.asarray(y)
-    if np.iscomplexobj(y):
-        raise ValueError("Complex data not supported: y holds complex numbers; regression targets must be real.")
-    if y.dtype == object or not np.issubdtype(y.dtype, np.number):
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}.") from None
-    y = y.astype(np.float64)
-    if y.ndim not in (1, 2):
-        raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}.")
-    if len(y) == 0:
-        raise ValueError("y is empty; at least one target is needed.")
-    if not np.isfinite(y).all():
-        raise ValueError("y contains NaN or infinite values.")
-    return y
