@@ -4,14 +4,20 @@ An estimator mixes :class:`TorchEstimatorMixin` into the usual scikit-learn
 bases and calls the helpers below from ``fit``; it never re-implements device
 handling, seeding, persistence or the training loop.
 
+The ground-floor helpers live in :mod:`skicml.utils._runtime`, which the
+training loop imports too, and are re-exported here under their public names:
+
 - :func:`resolve_device` turns ``device="auto"`` into CUDA when present.
 - :func:`seed_from_random_state` and :func:`seeded` make torch reproducible
   from a scikit-learn ``random_state`` without touching the global RNG state
   that the caller sees.
 - :func:`to_tensor` / :func:`resolve_dtype` convert validated arrays.
+- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
+
+Beside them:
+
 - :class:`TorchEstimatorMixin` pickles fitted modules on the CPU, so an
   estimator fitted on a GPU loads on a machine without one.
-- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
 - :func:`fit_module` is the one supervised / self-supervised training loop
   (it lives in :mod:`skicml.utils.training` and is re-exported here);
   :meth:`TorchEstimatorMixin._fit_module` hands it an estimator's settings.
@@ -19,14 +25,22 @@ handling, seeding, persistence or the training loop.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
-from sklearn.utils import Tags, check_random_state
+from sklearn.utils import Tags
+
+from .utils._runtime import (
+    progress,
+    resolve_device,
+    resolve_dtype,
+    seed_from_random_state,
+    seeded,
+    to_device,
+    to_tensor,
+)
+from .utils.training import TrainingHistory, fit_module
 
 __all__ = [
     "LogitsClassifierMixin",
@@ -43,115 +57,6 @@ __all__ = [
     "to_device",
     "to_tensor",
 ]
-
-
-# --------------------------------------------------------------------------
-# device, seeds, dtypes
-# --------------------------------------------------------------------------
-def resolve_device(device="auto"):
-    """Return the :class:`torch.device` an estimator should compute on.
-
-    Parameters
-    ----------
-    device : {"auto", "cpu", "cuda"}, str or torch.device, default="auto"
-        ``"auto"`` picks the first CUDA device when one is available and the
-        CPU otherwise. Any string torch understands (``"cuda:1"``) is accepted.
-
-    Returns
-    -------
-    torch.device
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device, or CUDA is requested on a machine
-        without it.
-    """
-    if device is None or (isinstance(device, str) and device == "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"device={device!r} is not a device; expected 'auto', 'cpu', "
-            "'cuda', 'cuda:<index>' or a torch.device."
-        ) from exc
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={device!r} asks for CUDA but torch sees no GPU on this "
-            "machine; pass device='cpu' or device='auto'."
-        )
-    return resolved
-
-
-def seed_from_random_state(random_state):
-    """Draw a torch seed from a scikit-learn ``random_state``.
-
-    ``None`` gives a fresh seed, an int always the same seed, and a
-    :class:`numpy.random.RandomState` advances as scikit-learn expects.
-    """
-    return int(check_random_state(random_state).randint(0, 2**31 - 1))
-
-
-@contextlib.contextmanager
-def seeded(seed, device=None):
-    """Run a block under a fixed torch seed, restoring the global RNG after.
-
-    Dropout, ``randperm`` and data shuffling inside the block are then
-    reproducible, while code outside it sees an untouched random stream.
-    """
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    cuda_devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda_devices, device_type="cuda"):
-        torch.manual_seed(seed)
-        np_state = np.random.get_state()
-        try:
-            yield
-        finally:
-            np.random.set_state(np_state)
-
-
-_DTYPES = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-}
-
-
-def resolve_dtype(dtype):
-    """Map ``"float32"``, ``np.float64``, ``torch.float32``... to a torch dtype."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    try:
-        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    except TypeError:
-        name = str(dtype)
-    if name not in _DTYPES:
-        raise ValueError(
-            f"dtype={dtype!r} is not supported; expected one of {sorted(_DTYPES)}."
-        )
-    return _DTYPES[name]
-
-
-def to_tensor(X, *, dtype=None, device="cpu"):
-    """Turn a validated array (or a dict of arrays) into torch tensors.
-
-    Arrays are made contiguous first so read-only or memory-mapped inputs are
-    copied rather than shared with torch.
-    """
-    if isinstance(X, dict):
-        return {k: to_tensor(v, dtype=dtype, device=device) for k, v in X.items()}
-    if isinstance(X, torch.Tensor):
-        tensor = X
-    else:
-        array = np.asarray(X)
-        if not array.flags.writeable or not array.flags.c_contiguous:
-            array = np.array(array, order="C", copy=True)
-        tensor = torch.from_numpy(array)
-    if dtype is not None and tensor.is_floating_point():
-        tensor = tensor.to(resolve_dtype(dtype))
-    return tensor.to(device)
 
 
 # --------------------------------------------------------------------------
@@ -182,24 +87,6 @@ def as_skicml_tags(tags):
         return tags
     values = {f.name: getattr(tags, f.name) for f in dataclasses.fields(tags)}
     return SkicmlTags(**values)
-
-
-def to_device(value, device):
-    """``value`` with every torch module and tensor nested in it (dicts,
-    lists, tuples) on ``device``; nothing is copied that is already there,
-    and modules are copied rather than moved, so the caller's stay put."""
-    device = torch.device(device)
-    if isinstance(value, torch.nn.Module):
-        if any(t.device != device for t in value.state_dict().values()):
-            return copy.deepcopy(value).to(device)
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.detach().to(device)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
 
 
 # Estimator parameters that TorchEstimatorMixin._fit_module hands to
@@ -311,31 +198,3 @@ class LogitsClassifierMixin:
         """
         logits = self._class_logits(X)
         return self.classes_[np.argmax(logits, axis=1)]
-
-
-# --------------------------------------------------------------------------
-# progress
-# --------------------------------------------------------------------------
-def progress(iterable=None, *, verbose=0, total=None, desc=None, unit="it"):
-    """The progress bar of skicml: tqdm, shown only when ``verbose > 0``."""
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        iterable,
-        total=total,
-        desc=desc,
-        unit=unit,
-        disable=not verbose,
-        leave=verbose > 1,
-        dynamic_ncols=True,
-    )
-
-
-# --------------------------------------------------------------------------
-# the training loop
-# --------------------------------------------------------------------------
-# The loop lives in skicml.utils.training, which is built on the helpers
-# above; it is imported last so that those helpers already exist when
-# training.py imports them back from this partially initialised module.
-# The names stay importable from here, where users and examples found them.
-from .utils.training import TrainingHistory, fit_module  # noqa: E402

@@ -78,6 +78,15 @@ def _top(module):
     return parts[1] if len(parts) > 1 else None
 
 
+# ``base.py`` and ``utils/`` are one layer, the shared machinery: base.py may
+# import the private modules of utils (the ground floor, utils/_runtime.py).
+_SAME_OWNER = {"base": "utils"}
+
+
+def _owner(top):
+    return _SAME_OWNER.get(top, top)
+
+
 def _is_private_part(part):
     return part.startswith("_") and not part.startswith("__")
 
@@ -90,12 +99,12 @@ def _private_problem(importer, target, private, prefix, packages):
             # A private module at the package root (skicml._weights, the one
             # registry) is the whole package's; deeper ones belong to their
             # top-level package, whose subpackages may share them.
-            if i >= 2 and _top(importer) != parts[1]:
+            if i >= 2 and _owner(_top(importer)) != parts[1]:
                 return f"a private name imported from outside {prefix}.{parts[1]}"
             break
     if private is not None:
         if len(parts) > 1 and f"{prefix}.{parts[1]}" in packages:
-            if _top(importer) != parts[1]:
+            if _owner(_top(importer)) != parts[1]:
                 return f"a private name imported from outside {prefix}.{parts[1]}"
         elif importer != target:
             return f"a private name of {target} imported from another module"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from skorch.callbacks import Callback
 
-from ..base import progress
+from ._runtime import progress
 
 __all__ = ["EpochProgress", "SyncedValidLoss"]
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ._runtime import progress, resolve_device, seeded, to_device
+
 __all__ = ["TrainingHistory", "distributed_context", "fit_module", "pretrain", "warmup_cosine"]
 
 
@@ -604,9 +606,3 @@ def pretrain(model, source, loss_fn, *, steps, lr, weight_decay=0.0, warmup_frac
         checkpoint()
     model.eval()
     return history
-
-
-# skicml.base imports this module's loop at its end and this module needs
-# base's helpers: importing them last, when everything above exists, lets
-# either module be imported first (a pretraining recipe starts here).
-from ..base import progress, resolve_device, seeded, to_device  # noqa: E402
