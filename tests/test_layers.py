@@ -2,20 +2,38 @@
 
 Every module of the package is parsed with :mod:`ast`, nothing is imported,
 and each ``import`` / ``from ... import`` that names skicml (relative imports
-resolved) must point where the map allows:
+resolved, function-level imports included) must point where the map allows:
 
-- a family (a domain folder: tabicl, clip, graph, wearable and those to come)
-  never imports another family;
+- a family (a domain folder: tabicl, clip, graph, video and those to come)
+  never imports another family's private module, and imports another
+  family's public package only along an edge declared in
+  :data:`FAMILY_EDGES` (``video -> clip``: ViLAMP's frame encoder is
+  :class:`~skicml.clip.CLIPEmbedder`); a piece two families need otherwise
+  moves down into ``nn``, ``ops`` or ``utils``;
+- a family imports no skicml module through ``importlib``
+  (``import_module("skicml.clip")``, ``import_module(f"skicml.{name}")``,
+  a relative or a computed name): such an import would hide an edge from
+  this test, so a declared edge is imported normally (inside the function
+  that needs it when its import cost matters);
 - ``skicml.ops`` imports only its own modules (and torch, triton);
 - ``skicml.nn`` imports only ``nn`` and ``ops``;
 - ``skicml.datasets`` imports no family (the models live in the families);
 - nothing imports the CLI but the CLI itself (``python -m skicml``);
 - a private name, a ``_x`` module or a ``_x`` attribute, is imported only
   from inside the top-level package that holds it (``graph/_graphgpt``
-  may import ``graph/_graphs``; ``clip`` may not import ``tabicl._model``).
+  may import ``graph/_graphs``; ``clip`` may not import ``tabicl._model``);
+  ``base.py`` and ``utils/`` are one layer, the shared machinery, so
+  ``base.py`` imports the ground floor ``utils/_runtime.py``.
 
-Imports through ``importlib`` (discovery, the CLI's recipes) are dynamic by
-design and not seen here.
+The package has no import cycle: :func:`import_cycles` builds the graph of
+module-level imports (statements that run when a module is imported, class
+bodies and ``if`` / ``try`` blocks included; imports inside functions, which
+run only when called, and ``if TYPE_CHECKING:`` blocks are left out) and
+finds its strongly connected components.
+
+The shared layers' own ``importlib`` calls (estimator discovery, the tour,
+the CLI's recipes, the weights registry, ``ops/_dispatch.py``'s kernels) are
+dynamic by design and not checked here.
 """
 
 import ast
@@ -28,6 +46,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "skicml"
 
 # Top-level subpackages of skicml that are layers, not method families.
 SHARED = {"ops", "nn", "utils", "datasets"}
+
+# The public cross-family edges: (importing family, imported family) -> why.
+# Keep it short: a piece two families need moves down instead.
+FAMILY_EDGES = {
+    ("video", "clip"): "ViLAMP's CLIPVideoEncoder encodes frames with clip.CLIPEmbedder",
+}
 
 
 def _module_name(path, root, prefix):
@@ -47,11 +71,36 @@ def _modules(root, prefix):
     return out
 
 
-def _imports(name, source, is_package, known):
-    """``(target module, imported private name or None, line)`` for each skicml import of one module."""
+def _is_type_checking(test):
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_nodes(tree):
+    """The nodes of ``tree`` that run when the module is imported (not function bodies)."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _imports(name, source, is_package, known, module_level=False):
+    """``(target module, imported private name or None, line)`` for each import of one module.
+
+    With ``module_level``, only the imports that run when the module itself
+    is imported.
+    """
     package = name if is_package else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in _module_level_nodes(tree) if module_level else ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(alias.name, None, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -69,6 +118,40 @@ def _imports(name, source, is_package, known):
                 else:
                     private = alias.name if alias.name.startswith("_") and not alias.name.startswith("__") else None
                     found.append((module, private, node.lineno))
+    return found
+
+
+_IMPORT_FUNCTIONS = {"import_module", "__import__"}
+
+
+def _dynamic_imports(source, prefix):
+    """``(what, line)`` for each ``importlib`` import that names ``prefix`` or hides its name.
+
+    A literal naming the package (``"skicml.clip"``, an f-string starting
+    ``"skicml."``) or a relative one (``".clip"``) is reported as written; a
+    name computed at run time is reported as ``"a computed name"``, since it
+    could be any module. Literal third-party names (``"open_clip"``) pass.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        function = node.func
+        called = function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+        if called not in _IMPORT_FUNCTIONS:
+            continue
+        argument = node.args[0]
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            text = argument.value
+        elif isinstance(argument, ast.JoinedStr):
+            head = argument.values[0] if argument.values else None
+            text = head.value + "{...}" if isinstance(head, ast.Constant) else ""
+        else:
+            text = ""
+        if not text or text.startswith("{"):
+            found.append(("a computed name", node.lineno))
+        elif text == prefix or text.startswith((prefix + ".", ".")):
+            found.append((repr(text), node.lineno))
     return found
 
 
@@ -111,8 +194,11 @@ def _private_problem(importer, target, private, prefix, packages):
     return None
 
 
-def check_layers(root=ROOT, prefix="skicml"):
-    """Every import of the package at ``root`` that the map forbids, as readable lines."""
+def check_layers(root=ROOT, prefix="skicml", edges=FAMILY_EDGES):
+    """Every import of the package at ``root`` that the map forbids, as readable lines.
+
+    ``edges`` holds the declared ``(family, family)`` public edges.
+    """
     modules = _modules(root, prefix)
     known = set(modules)
     tops = {_top(m) for m in known if _top(m)}
@@ -129,8 +215,8 @@ def check_layers(root=ROOT, prefix="skicml"):
             where = f"{name}:{line} imports {target}" + (f".{private}" if private else "")
             if any(target == c or target.startswith(c + ".") for c in cli) and name not in cli:
                 problems.append(f"{where}: nothing imports the CLI")
-            if here in families and there in families and here != there:
-                problems.append(f"{where}: a family imports another family")
+            if here in families and there in families and here != there and (here, there) not in edges:
+                problems.append(f"{where}: a family imports another family along no declared edge")
             if here == "ops" and there != "ops":
                 problems.append(f"{where}: ops imports only ops")
             if here == "nn" and there not in {"nn", "ops"}:
@@ -140,11 +226,115 @@ def check_layers(root=ROOT, prefix="skicml"):
             private_problem = _private_problem(name, target, private, prefix, packages)
             if private_problem:
                 problems.append(f"{where}: {private_problem}")
+        if here in families:
+            for what, line in _dynamic_imports(source, prefix):
+                problems.append(
+                    f"{name}:{line} imports {what} through importlib: a family imports "
+                    "skicml modules normally, along a declared edge"
+                )
     return sorted(problems)
+
+
+def family_edges(root=ROOT, prefix="skicml"):
+    """The ``(family, family)`` edges the package at ``root`` uses, static imports only."""
+    modules = _modules(root, prefix)
+    known = set(modules)
+    packages = {m for m, (_, is_package) in modules.items() if is_package}
+    families = {_top(m) for m in packages if _top(m)} - SHARED
+    used = set()
+    for name, (source, is_package) in modules.items():
+        for target, _, _ in _imports(name, source, is_package, known):
+            here, there = _top(name), _top(target)
+            if target.startswith(prefix + ".") and here in families and there in families and here != there:
+                used.add((here, there))
+    return used
+
+
+def import_cycles(root=ROOT, prefix="skicml"):
+    """The import cycles of the package at ``root``, each as ``a -> b -> ... -> a``.
+
+    The graph has an edge from a module to each package module it imports at
+    module level (``from .x import name`` imports ``x``; ``from . import x``,
+    with ``x`` a module, imports ``x``; ``from . import name`` imports the
+    package itself). Each strongly connected component of more than one
+    module is reported by one of its shortest cycles.
+    """
+    modules = _modules(root, prefix)
+    known = set(modules)
+    graph = {name: set() for name in modules}
+    for name, (source, is_package) in modules.items():
+        for target, _, _ in _imports(name, source, is_package, known, module_level=True):
+            if target in known and target != name:
+                graph[name].add(target)
+
+    # Tarjan's strongly connected components, iteratively.
+    index, low, on_stack, stack, components = {}, {}, set(), [], []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+
+    cycles = []
+    for component in components:
+        first = min(component)
+        # The shortest way back to ``first`` inside the component.
+        paths, seen, cycle = [[first]], {first}, None
+        while paths and cycle is None:
+            next_paths = []
+            for path in paths:
+                for child in sorted(graph[path[-1]] & component):
+                    if child == first:
+                        cycle = path + [first]
+                        break
+                    if child not in seen:
+                        seen.add(child)
+                        next_paths.append(path + [child])
+                if cycle:
+                    break
+            paths = next_paths
+        cycles.append(" -> ".join(cycle))
+    return sorted(cycles)
 
 
 def test_the_package_follows_the_map():
     assert check_layers() == []
+
+
+def test_every_declared_edge_is_used():
+    # The list says what the source does, not what it once did.
+    assert set(FAMILY_EDGES) <= family_edges()
+
+
+def test_the_package_has_no_import_cycle():
+    assert import_cycles() == []
 
 
 def _tree(tmp_path, files):
@@ -189,8 +379,19 @@ def test_checker_passes_a_tree_that_follows_the_map(tmp_path):
 
 
 @pytest.mark.parametrize("relative, source, expected", [
-    ("fam/_est.py", "from ..dom import Method\n", "a family imports another family"),
+    ("fam/_est.py", "from ..dom import Method\n", "a family imports another family along no declared edge"),
     ("dom/_meth/_method.py", "from ...fam import Estimator\n", "a family imports another family"),
+    ("dom/_meth/_method.py", "def f():\n    from pkg.fam import Estimator\n", "a family imports another family"),
+    # The sideways import of issue 56: a family loaded another through importlib.
+    ("dom/_meth/_method.py", "import importlib\ndef f():\n    return importlib.import_module('pkg.fam').Estimator\n",
+     "imports 'pkg.fam' through importlib"),
+    ("dom/_meth/_method.py", "import importlib\ndef f(n):\n    return importlib.import_module(f'pkg.{n}')\n",
+     "imports 'pkg.{...}' through importlib"),
+    ("fam/_est.py", "from importlib import import_module\nNet = import_module('.._model', __name__)\n",
+     "imports '.._model' through importlib"),
+    ("fam/_est.py", "import importlib\ndef f(name):\n    return importlib.import_module(name)\n",
+     "imports a computed name through importlib"),
+    ("fam/_est.py", "X = __import__('pkg.dom')\n", "through importlib"),
     ("ops/_kernel.py", "from ..nn import Block\n", "ops imports only ops"),
     ("ops/_kernel.py", "import pkg.utils.discovery\n", "ops imports only ops"),
     ("nn/block.py", "from .. import base\n", "nn imports only nn and ops"),
@@ -210,3 +411,57 @@ def test_checker_catches_each_forbidden_arrow(tmp_path, relative, source, expect
     assert problems and all(expected in p for p in problems), problems
     module = "pkg." + relative[:-3].replace("/", ".")
     assert all(p.startswith(module + ":") for p in problems)
+
+
+def test_a_declared_edge_allows_the_public_package_only(tmp_path):
+    edges = {("dom", "fam"): "the fixture's declared edge"}
+    files = dict(BASE_TREE)
+    files["dom/_meth/_method.py"] += "def f():\n    from ...fam import Estimator\n"
+    root = _tree(tmp_path, files)
+    assert check_layers(root, "pkg", edges=edges) == []
+    assert family_edges(root, "pkg") == {("dom", "fam")}
+    # Declared or not, a family's private module stays its own ...
+    files["dom/_meth/_method.py"] += "from ...fam._est import Estimator\n"
+    problems = check_layers(_tree(tmp_path / "private", files), "pkg", edges=edges)
+    assert len(problems) == 1 and "a private name imported from outside pkg.fam" in problems[0], problems
+    # ... an edge goes one way ...
+    files = dict(BASE_TREE)
+    files["fam/_est.py"] += "from ..dom import Method\n"
+    problems = check_layers(_tree(tmp_path / "reverse", files), "pkg", edges=edges)
+    assert len(problems) == 1 and "along no declared edge" in problems[0], problems
+    # ... and importlib hides it even when declared.
+    files = dict(BASE_TREE)
+    files["dom/_meth/_method.py"] += "import importlib\nE = importlib.import_module('pkg.fam').Estimator\n"
+    problems = check_layers(_tree(tmp_path / "importlib", files), "pkg", edges=edges)
+    assert len(problems) == 1 and "through importlib" in problems[0], problems
+
+
+def test_a_third_party_module_may_load_through_importlib(tmp_path):
+    files = dict(BASE_TREE)
+    files["fam/_est.py"] += "import importlib\ndef f():\n    return importlib.import_module('open_clip')\n"
+    assert check_layers(_tree(tmp_path, files), "pkg") == []
+
+
+def test_the_cycle_finder_sees_module_level_cycles_only(tmp_path):
+    assert import_cycles(_tree(tmp_path / "clean", BASE_TREE), "pkg") == []
+    files = dict(BASE_TREE)
+    # base <-> utils.training, as skicml had it before issue 56.
+    files["base.py"] += "from .utils.training import fit\n"
+    files["utils/training.py"] = "def fit():\n    pass\nfrom ..base import _check\n"
+    assert import_cycles(_tree(tmp_path / "cycle", files), "pkg") == [
+        "pkg.base -> pkg.utils.training -> pkg.base"
+    ]
+    # Through a package's __init__ (``from . import name`` imports the package).
+    files = dict(BASE_TREE)
+    files["fam/_model.py"] += "from . import Estimator\n"
+    assert import_cycles(_tree(tmp_path / "init", files), "pkg") == [
+        "pkg.fam -> pkg.fam._est -> pkg.fam._model -> pkg.fam"
+    ]
+    # An import inside a function runs when it is called: no cycle.
+    files = dict(BASE_TREE)
+    files["base.py"] += "from .utils.training import fit\n"
+    files["utils/training.py"] = "def fit():\n    from ..base import _check\n"
+    assert import_cycles(_tree(tmp_path / "lazy", files), "pkg") == []
+    # Nor under ``if TYPE_CHECKING:``.
+    files["utils/training.py"] = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..base import _check\n"
+    assert import_cycles(_tree(tmp_path / "typing", files), "pkg") == []
