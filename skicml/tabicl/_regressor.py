@@ -204,8 +204,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             X = X.iloc[keep] if _is_dataframe(X) else X[keep]
             y = y[keep]
 
-        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
-        y_scaled = ((y - self.y_mean_) / self.y_scale_).astype(np.float32)
+        y_scaled = self._standardise(y)
         self.model_, self.model_provenance_ = self._load()
         if getattr(self.model_, "max_classes", None) != 0:
             raise ValueError(
@@ -234,6 +233,40 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             else:
                 self._y_sorted = np.sort(y)
         return self
+
+    def _standardise(self, y):
+        """Set ``y_mean_`` and ``y_scale_`` and return the standardised target (float32).
+
+        The target is first divided by its largest magnitude, so that its
+        mean and spread are computed on numbers near 1: squaring targets of
+        1e-300 gives 0 and squaring 1e200 gives inf, either of which turned
+        every prediction into NaN or inf. Predictions go back through the
+        same unit (:meth:`_unstandardise`).
+        """
+        unit = float(np.max(np.abs(y)))
+        unit_y = y / unit
+        mean, scale = float(unit_y.mean()), float(unit_y.std())
+        if not (np.isfinite(mean) and np.isfinite(scale) and scale > 0):
+            raise ValueError(
+                f"y cannot be standardised (its values span [{y.min()!r}, {y.max()!r}], a spread below the "
+                "precision of float64); rescale it."
+            )
+        self._y_unit, self._y_standard = unit, (mean, scale)
+        self.y_mean_, self.y_scale_ = mean * unit, scale * unit
+        return ((unit_y - mean) / scale).astype(np.float32)
+
+    def _unstandardise(self, value):
+        """Standardised network outputs back on the target's scale (through the target's unit)."""
+        unit = getattr(self, "_y_unit", None)
+        if unit is None:  # fitted before the unit existed
+            return value * self.y_scale_ + self.y_mean_
+        mean, scale = self._y_standard
+        return (value * scale + mean) * unit
+
+    def _unstandardise_spread(self, spread):
+        """A spread (standard deviation) of standardised outputs on the target's scale."""
+        unit = getattr(self, "_y_unit", None)
+        return spread * self.y_scale_ if unit is None else spread * self._y_standard[1] * unit
 
     # -- predict ----------------------------------------------------------------
     def predict(self, X, output="mean", alphas=None):
@@ -272,7 +305,8 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             raise ValueError(f"alphas must be probability levels strictly between 0 and 1, got {alphas.tolist()}.")
         X = self._validate_X(X, reset=False)
         if self._fallback_:
-            stats = _empirical_stats(self._y_sorted, X.shape[0], names, alphas, self.model_)
+            stats = _empirical_stats(self._y_sorted, X.shape[0], names, alphas, self.model_,
+                                     getattr(self, "_y_unit", 1.0))
         else:
             stats = self._predict_stats(X, names, alphas)
         results = {name: stats[name] for name in names}
@@ -290,7 +324,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
                 chunk = {view: rows[start:start + ROW_CHUNK] for view, rows in X_test.items()}
                 if names == ["mean"]:  # the quantiles' mean needs none of them: the network gives it alone
                     means = self.context_.member_outputs(model, self.ensemble_, chunk, bar, quantile_mean=True)
-                    parts["mean"].append((means.double() * self.y_scale_ + self.y_mean_).mean(0).cpu().numpy())
+                    parts["mean"].append(self._unstandardise(means.double()).mean(0).cpu().numpy())
                     continue
                 raw = self.context_.member_outputs(model, self.ensemble_, chunk, bar)  # (members, m, Q)
                 for name, value in self._statistics(model, raw, names, alphas).items():
@@ -308,7 +342,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         dist = model.distribution(raw.double())
 
         def averaged(value):
-            return (value * self.y_scale_ + self.y_mean_).mean(0)
+            return self._unstandardise(value).mean(0)
 
         out = {}
         for name in names:
@@ -321,9 +355,9 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             elif name == "raw_quantiles":
                 out[name] = averaged(dist.quantiles).cpu().numpy()
             else:  # mean_std: the spread of the members' averaged quantile function
-                quantiles = averaged(dist.quantiles)
-                out[name] = (averaged(dist.mean()).cpu().numpy(),
-                             quantiles.std(dim=-1, unbiased=False).cpu().numpy())
+                # Taken in standardised units, then scaled: squares of targets of 1e-300 underflow.
+                spread = dist.quantiles.mean(0).std(dim=-1, unbiased=False)
+                out[name] = (averaged(dist.mean()).cpu().numpy(), self._unstandardise_spread(spread).cpu().numpy())
         return out
 
     def __sklearn_tags__(self):
@@ -337,12 +371,17 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         return tags
 
 
-def _empirical_stats(y_sorted, n, names, alphas, model):
-    """The statistics of the training targets themselves, for every row (no informative column)."""
-    mean = np.full(n, y_sorted.mean())
+def _empirical_stats(y_sorted, n, names, alphas, model, unit=1.0):
+    """The statistics of the training targets themselves, for every row (no informative column).
+
+    The mean and spread are computed in units of ``unit`` (the target's
+    largest magnitude), so that neither underflows nor overflows.
+    """
+    unit_y = y_sorted / unit
+    mean = np.full(n, unit_y.mean() * unit)
     out = {"mean": mean, "median": np.full(n, np.median(y_sorted)),
            "quantiles": np.tile(np.quantile(y_sorted, alphas), (n, 1)),
-           "mean_std": (mean, np.full(n, y_sorted.std()))}
+           "mean_std": (mean, np.full(n, unit_y.std() * unit))}
     num_quantiles = getattr(model, "num_quantiles", 999)
     levels = (np.arange(num_quantiles) + 0.5) / num_quantiles
     out["raw_quantiles"] = np.tile(np.quantile(y_sorted, levels), (n, 1))

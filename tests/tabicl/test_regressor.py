@@ -157,3 +157,26 @@ def test_classifier_is_untouched_by_the_shared_base():
     X, y = _data(n=30)
     clf = TabICLClassifier(n_estimators=1, random_state=0, device="cpu").fit(X, y > 0)
     assert clf.predict_proba(X[:3]).shape == (3, 2)
+
+
+# -- issue 64 ------------------------------------------------------------------
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
+def test_targets_of_extreme_scale_are_rescaled_not_lost(scale):
+    # The target's standardisation squared 1e-300 to 0 and 1e200 to inf: NaN / inf predictions.
+    X, y = _data()
+    base = TabICLRegressor(**RANDOM).fit(X[:40], y[:40])
+    scaled = TabICLRegressor(**RANDOM).fit(X[:40], scale * y[:40])
+    assert np.isfinite(scaled.y_scale_) and scaled.y_scale_ > 0
+    for output in ("mean", "median"):
+        pred = scaled.predict(X[40:], output=output)
+        assert np.isfinite(pred).all()
+        np.testing.assert_allclose(pred / scale, base.predict(X[40:], output=output), rtol=1e-6)
+    mean, std = scaled.predict(X[40:], output="mean_std")
+    assert np.isfinite(std).all() and (std > 0).all()
+
+
+def test_constant_columns_with_a_target_of_extreme_scale():
+    reg = TabICLRegressor(**RANDOM).fit(np.ones((30, 2)), 1e200 * np.arange(30.0))
+    mean, std = reg.predict(np.ones((2, 2)), output="mean_std")
+    np.testing.assert_allclose(mean, 14.5e200)
+    assert np.isfinite(std).all()
