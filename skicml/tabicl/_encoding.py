@@ -102,6 +102,44 @@ def _is_number(value):
     return isinstance(value, (numbers.Real, np.bool_)) and not isinstance(value, (str, bytes))
 
 
+def _is_numeric_string(value):
+    """Whether ``value`` is a string that ``float`` reads (``"1.5"``, ``" 2e3"``, ``"nan"``)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_strings(values):
+    """Whether the present entries of a 1-D object array are numbers, some of them written as strings."""
+    values = np.asarray(values, dtype=object)
+    present = values[~np.asarray(pd.isna(values), dtype=bool)].tolist()
+    return (any(isinstance(v, str) for v in present)
+            and all(_is_number(v) or _is_numeric_string(v) for v in present))
+
+
+def _warn_numeric_strings(as_numbers, as_categories):
+    """Say how columns of numbers written as strings were read: never a silent choice."""
+    if as_numbers:
+        warnings.warn(
+            f"X's column(s) {', '.join(as_numbers[:5])}{' ...' if len(as_numbers) > 5 else ''} hold numbers "
+            "written as strings (an array with a string column stores every column as strings or objects); "
+            "they are read as numbers. To read such a column as categories, pass a DataFrame with that column "
+            "of dtype 'category'.", UserWarning, stacklevel=4,
+        )
+    if as_categories:
+        warnings.warn(
+            f"X's column(s) {', '.join(as_categories[:5])}{' ...' if len(as_categories) > 5 else ''} hold "
+            "numbers written as strings; as the column's dtype (object or string) says, they are read as "
+            "categories, whose order says nothing of their values. To read them as numbers, convert them "
+            "(pandas.to_numeric); to keep them as categories without this warning, give them the dtype "
+            "'category'.", UserWarning, stacklevel=4,
+        )
+
+
 # --------------------------------------------------------------------------
 # 1. any table -> float matrix
 # --------------------------------------------------------------------------
@@ -112,15 +150,19 @@ class TransformToNumerical(TransformerMixin, BaseEstimator):
 
     * categorical columns -- pandas ``category``, ``object``, string
       (including :class:`pandas.StringDtype`), nullable ``boolean``, and
-      columns of a NumPy array holding strings -- become ordinal codes
+      columns of a NumPy array holding strings that are not all numbers -- become ordinal codes
       ``0 .. n_categories - 1`` following the sorted categories seen in
       ``fit`` (as scikit-learn's ``OrdinalEncoder``); missing values (NaN,
       ``pd.NA``, ``NaT``) and categories unseen in ``fit`` become ``-1``
       (missing is a category of its own). As in scikit-learn, and hence in
       the official encoder, a ``None`` stored in an object column is an
-      ordinary category sorted after all others;
-    * numeric columns (including NumPy ``bool``, nullable integers and floats)
-      are imputed with their training mean; a column that is entirely missing
+      ordinary category sorted after all others. A DataFrame column of dtype
+      ``object`` or string holding only numbers written as strings stays
+      categorical, as its dtype says, with a :class:`UserWarning`;
+    * numeric columns (including NumPy ``bool``, nullable integers and floats,
+      and columns of a NumPy array whose strings all read as numbers, such
+      as ``"1.5"``: a :class:`UserWarning` says so) are imputed with their
+      training mean; a column that is entirely missing
       during ``fit`` is kept and filled with 0 (upstream bug #147);
     * datetime and timedelta columns become seconds (since the epoch) and are
       imputed like numeric columns.
@@ -210,9 +252,24 @@ class TransformToNumerical(TransformerMixin, BaseEstimator):
             return "datetime"
         if kind == "m":
             return "timedelta"
-        # object column of a NumPy array: numeric when every present value is a number
+        # object column of a NumPy array: numeric when every present value is a number, or a number
+        # written as a string (a NumPy array with one string column holds every column as objects)
         present = column[~np.asarray(pd.isna(column), dtype=bool)]
-        return "numeric" if all(_is_number(v) for v in present.tolist()) else "categorical"
+        if all(_is_number(v) for v in present.tolist()) or _numeric_strings(column):
+            return "numeric"
+        return "categorical"
+
+    @staticmethod
+    def _holds_numeric_strings(column, kind):
+        """Whether a column of kind ``kind`` holds only numbers written as strings."""
+        if kind not in ("numeric", "categorical"):
+            return False
+        if isinstance(column, pd.Series):
+            dtype = column.dtype
+            if kind == "numeric" or isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype):
+                return False
+            return _numeric_strings(column.to_numpy(dtype=object))
+        return column.dtype.kind == "O" and _numeric_strings(column)
 
     @staticmethod
     def _object_values(column):
@@ -288,9 +345,12 @@ class TransformToNumerical(TransformerMixin, BaseEstimator):
 
         self.column_kinds_, self.categories_ = [], []
         self.fill_values_ = np.zeros(self.n_features_in_)
+        as_numbers, as_categories = [], []
         for j, column in enumerate(columns):
             kind = self._infer_kind(column)
             self.column_kinds_.append(kind)
+            if self._holds_numeric_strings(column, kind):
+                (as_numbers if kind == "numeric" else as_categories).append(_column_label(labels, j))
             if kind == "categorical":
                 values = self._object_values(column)
                 present = values[~_category_missing(values)]
@@ -300,6 +360,7 @@ class TransformToNumerical(TransformerMixin, BaseEstimator):
                 self.categories_.append(None)
                 mean = _safe_nanmean(self._float_values(column, kind, _column_label(labels, j)))
                 self.fill_values_[j] = 0.0 if np.isnan(mean) else mean
+        _warn_numeric_strings(as_numbers, as_categories)
         is_cat = np.array([kind == "categorical" for kind in self.column_kinds_], dtype=bool)
         self.column_order_ = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)]).astype(np.intp)
         self._category_maps = [

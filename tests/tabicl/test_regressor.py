@@ -180,3 +180,33 @@ def test_constant_columns_with_a_target_of_extreme_scale():
     mean, std = reg.predict(np.ones((2, 2)), output="mean_std")
     np.testing.assert_allclose(mean, 14.5e200)
     assert np.isfinite(std).all()
+
+
+def test_numeric_strings_in_an_array_are_read_as_numbers_with_a_warning():
+    X, y = _data()
+    strings = X.astype(str).astype(object)
+    floats = TabICLRegressor(**RANDOM).fit(X[:40], y[:40])
+    with pytest.warns(UserWarning, match="numbers written as strings.*read as numbers"):
+        from_strings = TabICLRegressor(**RANDOM).fit(strings[:40], y[:40])
+    expected = floats.predict(X[40:])
+    np.testing.assert_allclose(from_strings.predict(strings[40:]), expected, rtol=1e-6)
+    # Fit on strings, predict on floats (and the other way round): the same model, not one constant.
+    np.testing.assert_allclose(from_strings.predict(X[40:]), expected, rtol=1e-6)
+    np.testing.assert_allclose(floats.predict(strings[40:]), expected, rtol=1e-6)
+    # A unicode array reads the same.
+    with pytest.warns(UserWarning, match="numbers written as strings"):
+        unicode = TabICLRegressor(**RANDOM).fit(X[:40].astype(str), y[:40])
+    np.testing.assert_allclose(unicode.predict(X[40:]), expected, rtol=1e-6)
+
+
+def test_numeric_strings_in_a_dataframe_column_keep_its_dtype_with_a_warning():
+    X, y = _data(n=30)
+    frame = pd.DataFrame({"a": X[:, 0], "code": np.round(X[:, 1]).astype(int).astype(str).astype(object)})
+    with pytest.warns(UserWarning, match="'code'.*numbers written as strings.*categories"):
+        reg = TabICLRegressor(**RANDOM).fit(frame, y)
+    assert reg.encoder_.column_kinds_ == ["numeric", "categorical"]
+    # A 'category' dtype says so on purpose: no warning.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TabICLRegressor(**RANDOM).fit(frame.astype({"code": "category"}), y)
