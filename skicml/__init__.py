@@ -11,6 +11,7 @@ for the others' dependencies.
 """
 
 import importlib
+import pkgutil
 
 __version__ = "0.1.0.dev0"
 
@@ -27,14 +28,22 @@ _FLAGSHIPS = {
     "WearableEncoder": "wearable",
     "WhitenedCLIPScorer": "clip",
 }
-_SUBPACKAGES = [
-    "clip", "contexture", "datasets", "graph", "moe", "nn", "ops", "pointcloud", "tabicl", "utils", "video", "wearable",
-]
+# The public subpackages (every family and layer folder), found on the package
+# directory rather than listed by hand, so that a new family is reachable as
+# ``skicml.<family>`` without an edit here. Listing the directory imports
+# nothing.
+_SUBPACKAGES = sorted(info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and not info.name.startswith("_"))
 
-__all__ = [*sorted(_FLAGSHIPS), "__version__"]
+# skicml-wide settings (torch's threads while an estimator works), as sklearn.set_config.
+_CONFIG = ("config_context", "get_config", "set_config")
+
+__all__ = [*sorted(_FLAGSHIPS), *_CONFIG, "__version__"]
 
 
 def __getattr__(name):
+    if name in _CONFIG:
+        # The settings module imports the standard library alone, so these stay cheap.
+        return getattr(importlib.import_module(".utils._config", __name__), name)
     if name in _FLAGSHIPS:
         return getattr(importlib.import_module(f".{_FLAGSHIPS[name]}", __name__), name)
     if name in _SUBPACKAGES:
@@ -43,4 +52,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted({*globals(), *_FLAGSHIPS, *_SUBPACKAGES})
+    return sorted({*globals(), *_FLAGSHIPS, *_CONFIG, *_SUBPACKAGES})

@@ -26,6 +26,8 @@ Beside them:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +41,7 @@ from .utils._runtime import (
     seeded,
     to_device,
     to_tensor,
+    torch_threads,
 )
 from .utils.training import TrainingHistory, fit_module
 
@@ -62,6 +65,16 @@ __all__ = [
 # --------------------------------------------------------------------------
 # tags and the estimator mixin
 # --------------------------------------------------------------------------
+def _with_torch_threads(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with torch_threads():
+            return method(self, *args, **kwargs)
+
+    wrapper._skicml_threaded = True
+    return wrapper
+
+
 @dataclass(slots=True)
 class SkicmlTags(Tags):
     """scikit-learn's :class:`~sklearn.utils.Tags` plus skicml's own fields.
@@ -107,7 +120,29 @@ class TorchEstimatorMixin:
     Fitted torch modules and tensors stored in attributes are pickled on the
     CPU, so an estimator fitted on a GPU unpickles on a machine without one;
     :meth:`_device` moves them back when predicting.
+
+    The public methods that compute (``fit``, ``predict``, ``transform``,
+    ``sample``... as listed in ``_THREADED_METHODS``), its own or inherited,
+    run under :func:`~skicml.utils._runtime.torch_threads`: torch uses the
+    ``torch_threads`` setting's intra-op threads (one unless
+    :func:`skicml.set_config` says otherwise) and the caller's count comes
+    back on return. The methods are wrapped when the class is created, as
+    scikit-learn's ``set_output`` wraps ``transform``.
     """
+
+    _THREADED_METHODS = (
+        "fit", "partial_fit", "fit_transform", "fit_predict", "predict", "predict_proba", "predict_log_proba",
+        "predict_quantiles", "decision_function", "transform", "inverse_transform", "score", "score_samples",
+        "sample", "kneighbors", "generate", "caption", "embed", "encode", "compress",
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls._THREADED_METHODS:
+            # Inherited methods too (a mixin's predict): the class gets its own wrapped copy.
+            method = inspect.getattr_static(cls, name, None)
+            if inspect.isfunction(method) and not getattr(method, "_skicml_threaded", False):
+                setattr(cls, name, _with_torch_threads(method))
 
     def __sklearn_tags__(self):
         tags = as_skicml_tags(super().__sklearn_tags__())

@@ -14,12 +14,16 @@ module, so both of those can import it at their top without an import cycle.
 - :func:`to_tensor` / :func:`resolve_dtype` convert validated arrays, and
   :func:`to_device` moves nested modules and tensors.
 - :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
+- :func:`torch_threads` runs a block with the thread count of the
+  ``torch_threads`` setting (:mod:`skicml.utils._config`), the one place the
+  thread policy is applied.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 
 import numpy as np
 import torch
@@ -32,6 +36,7 @@ __all__ = [
     "seeded",
     "to_device",
     "to_tensor",
+    "torch_threads",
 ]
 
 
@@ -185,3 +190,50 @@ def progress(iterable=None, *, verbose=0, total=None, desc=None, unit="it"):
         leave=verbose > 1,
         dynamic_ncols=True,
     )
+
+
+# --------------------------------------------------------------------------
+# threads
+# --------------------------------------------------------------------------
+_threads_state = threading.local()
+
+
+@contextlib.contextmanager
+def torch_threads(n_threads="config"):
+    """Run a block with ``n_threads`` torch intra-op threads, then restore the caller's count.
+
+    Parameters
+    ----------
+    n_threads : int, None or "config", default="config"
+        ``"config"`` reads the ``torch_threads`` setting (1 unless
+        :func:`skicml.set_config` says otherwise) and applies it only at the
+        outermost level, so an estimator that calls another keeps the count
+        chosen for it; an int always applies; ``None`` changes nothing.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skicml.utils._runtime import torch_threads
+    >>> before = torch.get_num_threads()
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    from ._config import get_config
+
+    depth = getattr(_threads_state, "depth", 0)
+    if n_threads == "config":
+        n_threads = get_config()["torch_threads"] if depth == 0 else None
+    previous = torch.get_num_threads()
+    changed = n_threads is not None and n_threads != previous
+    if changed:
+        torch.set_num_threads(int(n_threads))
+    _threads_state.depth = depth + 1
+    try:
+        yield
+    finally:
+        _threads_state.depth = depth
+        if changed:
+            torch.set_num_threads(previous)
