@@ -30,8 +30,8 @@ _FLAGSHIPS = {
 }
 # The public subpackages (every family and layer folder), found on the package
 # directory rather than listed by hand, so that a new family is reachable as
-# ``skicml.<family>`` without an edit here. Listing the directory imports
-# nothing.
+# ``skicml.<family>`` without an edit here. Listing the directory imports no
+# subpackage.
 _SUBPACKAGES = sorted(info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and not info.name.startswith("_"))
 
 # skicml-wide settings (torch's threads while an estimator works), as sklearn.set_config.

@@ -144,6 +144,8 @@ def test_import_skicml_loads_no_family():
 @pytest.mark.parametrize("name, family", [
     ("TabICLClassifier", "tabicl"), ("WearableEncoder", "wearable"),
     ("GraphGPTRegressor", "graph"), ("WhitenedCLIPScorer", "clip"), ("ContextureEmbedding", "contexture"),
+    # video -> clip is a declared edge, imported where the default embedder is built.
+    ("ViLAMPCompressor", "video"),
 ])
 def test_importing_a_flagship_loads_only_its_family(name, family):
     loaded = _modules_after(f"from skicml import {name}")
@@ -161,6 +163,23 @@ def test_lazy_names_resolve_like_attributes():
     assert set(skicml.__all__) <= set(dir(skicml))
     with pytest.raises(AttributeError, match="no attribute 'NotAnEstimator'"):
         skicml.NotAnEstimator  # noqa: B018
+
+
+def test_every_subpackage_is_found_not_listed():
+    # Issue 56: the hand list of subpackages had no vlm, so skicml.vlm raised AttributeError.
+    import importlib
+
+    import skicml
+
+    folders = sorted(
+        path.name for path in (ROOT / "skicml").iterdir()
+        if (path / "__init__.py").is_file() and not path.name.startswith("_")
+    )
+    assert "vlm" in folders and "video" in folders
+    assert skicml._SUBPACKAGES == folders
+    assert set(folders) <= set(dir(skicml))
+    # Called directly: once imported, the import system sets the attribute itself.
+    assert skicml.__getattr__("vlm") is importlib.import_module("skicml.vlm")
 
 
 def test_a_shipped_name_loads_before_its_family_is_imported():
