@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -197,6 +198,19 @@ class _TabICLBase(TorchEstimatorMixin, BaseEstimator):
         tags.input_tags.categorical = True
         tags.input_tags.string = True
         return tags
+
+
+def _encode(encoder, X):
+    """``encoder.transform(X)`` of new rows, without the encoder's own feature-name warning.
+
+    The estimator's input check has already said, in its own name, that
+    ``X`` lacks (or has) the feature names it was fitted with; the internal
+    encoder repeating it under its class name told the user nothing more.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"X (does not have valid|has) feature names, but "
+                                r"TransformToNumerical", category=UserWarning)
+        return encoder.transform(X)
 
 
 def _categorical_columns(encoder):
@@ -563,7 +577,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         with self._threads(), torch.inference_mode(), progress(
                 total=self.n_estimators_ * -(-n // ROW_CHUNK), verbose=self.verbose,
                 desc="TabICL predict", unit="member") as bar:
-            X_test = self.ensemble_.transform(self.encoder_.transform(X))
+            X_test = self.ensemble_.transform(_encode(self.encoder_, X))
             chunks = []
             for start in range(0, n, ROW_CHUNK):
                 chunk = {m: v[start:start + ROW_CHUNK] for m, v in X_test.items()}
@@ -684,7 +698,7 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
         if self.ensemble_.n_features_out_ == 0:
             return np.zeros((X.shape[0], self.n_components_))
         with self._threads(), torch.inference_mode():
-            X_test = self.ensemble_.transform(self.encoder_.transform(X))
+            X_test = self.ensemble_.transform(_encode(self.encoder_, X))
             model = self.model_.to(self._device())
             out = []
             for start in range(0, X.shape[0], ROW_CHUNK):

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import progress, seeded
 from ..utils.param_validation import Integral, Interval, StrOptions, fit_context
 from ..utils.validation import check_regression_targets
-from ._classifier import _PRECISIONS, _categorical_columns, _is_dataframe, _TabICLBase, load_tabicl_model
+from ._classifier import _PRECISIONS, _categorical_columns, _encode, _is_dataframe, _TabICLBase, load_tabicl_model
 from ._encoding import TransformToNumerical
 from ._ensemble import EnsembleGenerator
 from ._inference import ROW_CHUNK, MemberContexts
@@ -319,7 +319,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         with self._threads(), torch.inference_mode(), progress(
                 total=self.n_estimators_ * -(-n // ROW_CHUNK), verbose=self.verbose,
                 desc="TabICL predict", unit="member") as bar:
-            X_test = self.ensemble_.transform(self.encoder_.transform(X))
+            X_test = self.ensemble_.transform(_encode(self.encoder_, X))
             for start in range(0, n, ROW_CHUNK):
                 chunk = {view: rows[start:start + ROW_CHUNK] for view, rows in X_test.items()}
                 if names == ["mean"]:  # the quantiles' mean needs none of them: the network gives it alone

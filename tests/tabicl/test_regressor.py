@@ -210,3 +210,17 @@ def test_numeric_strings_in_a_dataframe_column_keep_its_dtype_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TabICLRegressor(**RANDOM).fit(frame.astype({"code": "category"}), y)
+
+
+def test_a_dataframe_at_fit_and_an_array_at_predict_warns_once_in_the_users_terms(fitted):
+    import warnings
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    for estimator, target in ((TabICLRegressor(**RANDOM), y), (TabICLClassifier(**RANDOM), y > 0)):
+        estimator.fit(frame[:40], target[:40])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            estimator.predict(X[40:])
+        messages = [str(w.message) for w in caught]
+        assert len(messages) == 1, messages
+        assert type(estimator).__name__ in messages[0] and "TransformToNumerical" not in messages[0]
