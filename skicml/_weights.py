@@ -284,7 +284,23 @@ def _forget(path):
 
 
 def _read(path, digest=None):
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        payload, failure = torch.load(path, map_location="cpu", weights_only=True), None
+    except Exception as error:  # noqa: BLE001 - any failure to read is the same answer to the user
+        payload, failure = None, error
+    if failure is not None:
+        # torch's message may advise weights_only=False, which would run the
+        # file's pickled code: it is never passed on, not even as the context.
+        if "Unsupported global" in str(failure):
+            reason = ("it holds unsupported objects (pickled classes or functions, not only tensors and plain "
+                      "containers), which a safe load refuses to run")
+        else:
+            reason = "torch cannot read it as a checkpoint; it may be truncated or corrupt, or not a model file"
+        raise ValueError(
+            f"{os.fspath(path)!r} is not a valid skicml checkpoint: {reason}. Pass a file written by an "
+            "estimator's save (or a skicml pretrain recipe), an official checkpoint saved as tensors, or a "
+            "shipped model name (skicml info lists them)."
+        )
     if not isinstance(payload, dict) or "state_dict" not in payload:
         # A bare state dict, as many official checkpoints are.
         payload = {"state_dict": payload, "config": {}, "provenance": {}}

@@ -224,3 +224,14 @@ def test_a_dataframe_at_fit_and_an_array_at_predict_warns_once_in_the_users_term
         messages = [str(w.message) for w in caught]
         assert len(messages) == 1, messages
         assert type(estimator).__name__ in messages[0] and "TransformToNumerical" not in messages[0]
+
+
+def test_a_corrupt_checkpoint_is_named_without_torchs_unsafe_advice(tmp_path):
+    X, y = _data(n=20)
+    for content in (b"garbage" * 10, b""):
+        path = tmp_path / "model.ckpt"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match="not a valid .*checkpoint") as info:
+            TabICLRegressor(pretrained=str(path), n_estimators=1).fit(X, y)
+        text = str(info.value) + "".join(str(e) for e in (info.value.__cause__, info.value.__context__) if e)
+        assert "weights_only" not in text and str(path) in str(info.value)
