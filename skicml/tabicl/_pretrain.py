@@ -15,9 +15,10 @@ label marginal.
 The machinery here is shared with ``skicml pretrain tabicl-regressor``
 (:mod:`skicml.tabicl._pretrain_regressor`): the prior as a stream
 (:class:`_PriorSource`), the loss over groups of tables of one width
-(:func:`loss_by_width`), the options (:func:`add_recipe_options`), the run
-(:func:`run_recipe`: threads, DDP, resume, warm start, export) and the export
-with provenance.
+(:func:`loss_by_width`), the options (:func:`add_recipe_options`), and the
+run (:func:`run_prior_recipe`: the prior stream, data-parallel, and the
+export with the prior's settings, through the recipes' one runner,
+:func:`skicml.utils.pretraining.run_recipe`).
 """
 
 from __future__ import annotations
@@ -25,20 +26,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._weights import recipe_command, save_weights
-from ..utils.pretraining import add_run_options
-from ..utils.training import pretrain
+from .._weights import save_weights
+from ..utils.pretraining import add_run_options, final_loss, recipe_provenance, run_recipe
 from ._model import TabICLModel
 from .prior import PriorConfig, TabularPrior
 
-__all__ = ["PRESETS", "add_recipe_options", "loss_by_width", "main", "real_table_scores", "run_recipe"]
+__all__ = ["PRESETS", "add_recipe_options", "loss_by_width", "main", "real_table_scores", "run_prior_recipe"]
 
 #: ``skicml pretrain tabicl`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
 RECIPE_NAME = "tabicl"
@@ -205,16 +203,22 @@ def main(argv=None):
     prior_config = PriorConfig(max_features=args.max_features, max_classes=args.max_classes,
                                min_rows=args.min_rows, max_rows=args.max_rows, binary_prob=args.binary_prob,
                                categorical_prob=args.categorical_prob)
-    return run_recipe(
-        args, argv, RECIPE_NAME, lambda: TabICLModel(**config), prior_config, prior_loss,
+    run_prior_recipe(
+        args, argv, RECIPE_NAME, lambda run: TabICLModel(**config), prior_config, prior_loss,
         evaluate=real_table_scores, final_scores=lambda model: real_table_scores(model, with_baseline=True),
-        warm_start=load_deepening_rows, desc="pretrain tabicl",
+        warm_start=load_deepening_rows,
     )
+    return 0
 
 
-def run_recipe(args, argv, recipe_name, build_model, prior_config, loss_fn, *, evaluate, final_scores,
-               warm_start=None, desc="pretrain"):
-    """Run a TabICL recipe: the prior stream, resumable training, DDP, warm start and export.
+def run_prior_recipe(args, argv, recipe_name, build_model, prior_config, loss_fn, *, evaluate, final_scores,
+                     warm_start=None):
+    """Run a TabICL recipe through :func:`skicml.utils.pretraining.run_recipe`.
+
+    What the two TabICL recipes share: the prior as the stream (each
+    ``torchrun`` rank draws its own tables), data-parallel training, the
+    options of :func:`add_recipe_options`, and the export with the prior's
+    settings (:func:`_export`).
 
     Parameters
     ----------
@@ -224,7 +228,7 @@ def run_recipe(args, argv, recipe_name, build_model, prior_config, loss_fn, *, e
         The command line, recorded in the provenance.
     recipe_name : str
     build_model : callable
-        ``() -> nn.Module``, called after seeding with ``--seed``.
+        ``build_model(run) -> nn.Module``, called after seeding with ``--seed``.
     prior_config : PriorConfig
     loss_fn : callable
         ``loss_fn(model, batch) -> scalar``.
@@ -235,48 +239,23 @@ def run_recipe(args, argv, recipe_name, build_model, prior_config, loss_fn, *, e
     warm_start : callable or None
         ``warm_start(model, state)`` loads ``--init-from`` weights; ``None``
         loads them strictly.
-    desc : str
-        Progress-bar label.
-    """
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    import torch.distributed as dist
 
-    rank = 0
-    if "RANK" in os.environ and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        rank = dist.get_rank()
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    torch.manual_seed(args.seed)
-    model = build_model()
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else (
-        "cpu" if args.device == "auto" else args.device)
-    source = _PriorSource(TabularPrior(prior_config, seed=args.seed * 1000 + rank, device=device), args.batch_size)
-    recipe = recipe_command(recipe_name, sys.argv[3:] if argv is None else argv)
-    if args.export_now:
-        state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
-        _export(args, model, state["history"], prior_config, recipe, final_scores)
-        return 0
-    if args.init_from and not (args.checkpoint and os.path.exists(args.checkpoint)):
-        state = _load_model_state(args.init_from)
-        if warm_start is None:
-            model.load_state_dict(state)
-        else:
-            warm_start(model, state)
-    history = pretrain(
-        model, source, loss_fn, steps=args.steps, lr=args.lr, warmup_fraction=args.warmup, grad_clip=1.0,
-        device=device, checkpoint_path=args.checkpoint, checkpoint_every=args.checkpoint_every,
-        callback=lambda m, step: evaluate(m), callback_every=args.eval_every,
-        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta={"recipe": recipe}, verbose=0 if args.quiet else 1, desc=desc,
+    Returns
+    -------
+    dict
+        The step loop's history.
+    """
+
+    def prior_source(run):
+        prior = TabularPrior(prior_config, seed=args.seed * 1000 + run.rank, device=run.device)
+        return _PriorSource(prior, args.batch_size)
+
+    return run_recipe(
+        args, argv, recipe_name, build_model=build_model, make_source=prior_source, loss=loss_fn,
+        evaluate=lambda model, step: evaluate(model), export=lambda run: _export(run, prior_config, final_scores),
+        warm_start=warm_start, distributed=True, device=args.device, warmup_fraction=args.warmup, grad_clip=1.0,
+        checkpoint_every=args.checkpoint_every,
     )
-    if rank == 0 and args.export and history["step"] >= args.steps:
-        _export(args, model, history, prior_config, recipe, final_scores)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    return 0
 
 
 def load_deepening_rows(model, state):
@@ -316,29 +295,22 @@ def load_deepening_rows(model, state):
     return model
 
 
-def _load_model_state(path):
-    """Model weights from a shipped weights file or a pretraining checkpoint."""
-    from .._weights import load_weights
+def _export(run, prior_config, final_scores):
+    """Write the shippable weights with their provenance (settings, prior, steps, seed, scores, hash).
 
-    state = torch.load(path, map_location="cpu", weights_only=True) if os.path.exists(path) else {}
-    if "model" in state:  # a checkpoint of skicml.utils.training.pretrain
-        return state["model"]
-    return {k: v.float() for k, v in load_weights(path)["state_dict"].items()}
-
-
-def _export(args, model, history, prior_config, recipe, final_scores):
-    """Write the shippable weights with their provenance (settings, prior, steps, seed, scores, hash)."""
+    The recorded recipe is the command that started the checkpoint (a later
+    ``--export-now`` call names only the files).
+    """
+    args, model, history = run.args, run.model, run.history
     model.eval()
     with torch.no_grad():
         final = final_scores(model)
-    provenance = {
-        "recipe": history.get("meta", {}).get("recipe", recipe),
-        "preset": args.preset, "steps": history["step"], "steps_planned": args.steps,
-        "tables_seen": history["items"], "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
-        "prior": json.dumps(dataclasses.asdict(prior_config)), "train_seconds": round(history["seconds"], 1),
-        "final_prior_loss": round(float(np.mean(history["loss"][-200:])), 4) if history["loss"] else None,
-        **{k: round(v, 4) for k, v in final.items()},
-    }
+    provenance = recipe_provenance(
+        run, ("steps", "steps_planned", "batch_size", "lr", "seed", "train_seconds"),
+        recipe=history.get("meta", {}).get("recipe", run.command), preset=args.preset,
+        tables_seen=history["items"], prior=json.dumps(dataclasses.asdict(prior_config)),
+        final_prior_loss=final_loss(history, window=200), **{k: round(v, 4) for k, v in final.items()},
+    )
     digest = save_weights(args.export, model.state_dict(), model.config, provenance)
     print(f"wrote {args.export} (sha256 {digest})")
     print(json.dumps(provenance, indent=1))

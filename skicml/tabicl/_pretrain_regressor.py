@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ._model_v2 import TabICLv2Model
-from ._pretrain import add_recipe_options, loss_by_width, run_recipe
+from ._pretrain import add_recipe_options, loss_by_width, run_prior_recipe
 from ._quantiles import QuantileDistribution, quantile_levels
 from .prior import PriorConfig, TabularPrior
 
@@ -258,10 +258,11 @@ def main(argv=None):
                                max_rows=args.max_rows, graph_scm_prob=args.graph_scm_prob,
                                categorical_prob=args.categorical_prob)
     held_out = HeldOutTables(prior_config, args.eval_tables, batch_size=args.batch_size)
-    return run_recipe(
-        args, argv, RECIPE_NAME, lambda: TabICLv2Model(**config), prior_config, pinball_loss,
+    run_prior_recipe(
+        args, argv, RECIPE_NAME, lambda run: TabICLv2Model(**config), prior_config, pinball_loss,
         evaluate=lambda model: {**held_out(model), **real_table_scores(model)},
         final_scores=lambda model: {**held_out(model), **real_table_scores(model, with_baseline=True)},
-        desc="pretrain tabicl-regressor", warm_start=transfer_matching_weights,
+        warm_start=transfer_matching_weights,
     )
+    return 0
 

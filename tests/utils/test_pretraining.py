@@ -1,0 +1,163 @@
+"""The recipes' one runner (run_recipe) on a toy recipe: resume, warm start, export, provenance.
+
+Each recipe's own tests (tests/<family>/test_pretrain*.py) run it at a tiny
+size; here the runner's steps are checked once, on a stream of random
+regression batches.
+"""
+
+import argparse
+
+import pytest
+import torch
+
+from skicml.utils.pretraining import (
+    RecipeRun,
+    add_run_options,
+    load_model_state,
+    metrics_line,
+    recipe_provenance,
+    run_recipe,
+)
+
+
+class _Stream:
+    """Batch ``i`` is drawn from its own seed: the state is the batch counter."""
+
+    def __init__(self, seed):
+        self.seed, self.index = seed, 0
+
+    def sample(self):
+        self.index += 1
+        generator = torch.Generator().manual_seed(1000 * self.seed + self.index)
+        x = torch.randn(16, 3, generator=generator)
+        return x, x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.1 * torch.randn(16, 1, generator=generator)
+
+    def state_dict(self):
+        return {"index": self.index}
+
+    def load_state_dict(self, state):
+        self.index = int(state["index"])
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="skicml pretrain toy")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=0)
+    parser.add_argument("--init-from", default=None)
+    parser.add_argument("--export-now", action="store_true")
+    return add_run_options(parser)
+
+
+def _loss(model, batch):
+    x, y = batch
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+def _export(run):
+    provenance = recipe_provenance(run, ("steps", "lr", "seed", "final_loss", "threads"), data="toy stream")
+    torch.save({"state_dict": run.model.state_dict(), "provenance": provenance}, run.args.export)
+
+
+def _main(argv, calls=None, **pieces):
+    """The toy recipe's main; ``calls`` collects which pieces ran."""
+    calls = [] if calls is None else calls
+
+    def build_model(run):
+        calls.append("build_model")
+        # Dropout draws from the global generator: resuming must restore it.
+        return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
+
+    def finish(run):
+        calls.append("finish")
+        return {"weight_norm": float(run.model[0].weight.detach().norm())}
+
+    def export(run):
+        calls.append("export")
+        assert run.final is not None and run.is_main and run.finished
+        _export(run)
+
+    args = _parser().parse_args(argv)
+    options = dict(build_model=build_model, make_source=lambda run: _Stream(run.args.seed), loss=_loss,
+                   finish=finish, export=export)
+    return run_recipe(args, argv, "toy", **{**options, **pieces})
+
+
+def _weights(path):
+    return torch.load(path, weights_only=True)["state_dict"]
+
+
+def test_an_interrupted_run_resumed_ends_with_the_uninterrupted_weights(tmp_path, capsys):
+    straight = _main(["--export", str(tmp_path / "straight.pt"), "--quiet"])
+    checkpoint, resumed = str(tmp_path / "run.ckpt"), tmp_path / "resumed.pt"
+    common = ["--checkpoint", checkpoint, "--export", str(resumed), "--quiet"]
+    calls = []
+    first = _main(common + ["--max-minutes", "0"], calls)  # stops after one step
+    assert first["step"] == 1 and not resumed.exists() and calls == ["build_model"]
+    assert "stopped at step 1 of 6; run the same command again to resume" in capsys.readouterr().out
+    history = _main(common, calls)
+    assert calls == ["build_model", "build_model", "finish", "export"]
+    assert history["loss"] == straight["loss"]
+    a, b = _weights(tmp_path / "straight.pt"), _weights(resumed)
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
+    provenance = torch.load(resumed, weights_only=True)["provenance"]
+    assert list(provenance) == ["recipe", "data", "steps", "lr", "seed", "final_loss", "threads"]
+    assert provenance["recipe"] == "skicml pretrain toy --checkpoint run.ckpt --export resumed.pt --quiet"
+    assert provenance["steps"] == 6 and provenance["seed"] == 0 and provenance["lr"] == 0.05
+
+
+def test_evaluations_are_described_after_the_loop(capsys):
+    seen = []
+
+    def evaluate(model, step):
+        seen.append((step, model.training))
+        return {"loss": 0.25}
+
+    _main(["--eval-every", "2", "--quiet"], evaluate=evaluate, describe=metrics_line)
+    assert seen == [(2, False), (4, False), (6, False)]
+    assert "step 2: loss 0.250\nstep 4: loss 0.250\nstep 6: loss 0.250\n" in capsys.readouterr().out
+
+
+def test_init_from_warm_starts_unless_the_checkpoint_exists(tmp_path):
+    first = tmp_path / "first.ckpt"
+    _main(["--steps", "2", "--checkpoint", str(first), "--quiet"])
+    trained = load_model_state(first)
+    loaded = []
+    second = tmp_path / "second.ckpt"
+    argv = ["--steps", "0", "--checkpoint", str(second), "--init-from", str(first), "--quiet"]
+    _main(argv, warm_start=lambda model, state: loaded.append(set(state)) or model.load_state_dict(state))
+    assert loaded == [set(trained)]
+    state = torch.load(second, weights_only=True)
+    assert state["history"]["step"] == 0
+    for name, tensor in trained.items():
+        torch.testing.assert_close(state["model"][name], tensor)
+    # The checkpoint exists now: the run resumes it and ignores --init-from.
+    _main(argv, warm_start=lambda model, state: loaded.append("again"))
+    assert loaded == [set(trained)]
+    with pytest.raises(FileNotFoundError):
+        _main(["--steps", "0", "--init-from", str(tmp_path / "missing.pt"), "--quiet"])
+
+
+def test_export_now_exports_the_checkpoint_as_it_is(tmp_path):
+    checkpoint = str(tmp_path / "run.ckpt")
+    _main(["--checkpoint", checkpoint, "--max-minutes", "0", "--quiet"])
+    calls = []
+    history = _main(["--checkpoint", checkpoint, "--export-now", "--export", str(tmp_path / "now.pt"), "--quiet"],
+                    calls, export=lambda run: calls.append("export") or _export(run))
+    assert history["step"] == 1 and calls == ["build_model", "finish", "export"]
+    torch.testing.assert_close(_weights(tmp_path / "now.pt")["0.weight"], load_model_state(checkpoint)["0.weight"])
+    assert torch.load(tmp_path / "now.pt", weights_only=True)["provenance"]["steps"] == 1
+
+
+def test_provenance_names_its_standard_keys():
+    run = RecipeRun(argparse.Namespace(seed=3, steps=4, batch_size=8), "toy", ["--seed", "3"])
+    run.history = {"step": 4, "loss": [2.0, 1.0, 1.0, 1.0], "seconds": 90.0, "items": 32}
+    provenance = recipe_provenance(run, ("steps", "final_loss", "train_minutes"), final_loss=1.5, data="x")
+    assert provenance == {"recipe": "skicml pretrain toy --seed 3", "data": "x", "steps": 4, "final_loss": 1.5,
+                          "train_minutes": 1.5}
+    assert recipe_provenance(run, (), recipe="skicml pretrain toy --first-call") == {
+        "recipe": "skicml pretrain toy --first-call"}
+    with pytest.raises(ValueError, match="Unknown provenance keys.*'tables'"):
+        recipe_provenance(run, ("steps", "tables"))
