@@ -17,13 +17,25 @@ import math
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._validation import check_int, check_real
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 
 __all__ = ["make_context_blobs", "make_planted_spectrum"]
 
 _SHAPES = {"blobs": 2, "circle": 2, "swiss_roll": 3}
 
 
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_features": [Interval(Integral, 2, None, closed="left"), None],
+        "shape": [StrOptions(set(_SHAPES))],
+        "n_centers": [Interval(Integral, 2, None, closed="left")],
+        "noise": [Interval(Real, 0, None, closed="left")],
+        "frequency": [Interval(Real, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_context_blobs(n_samples=500, n_features=None, *, shape="blobs", n_centers=4, noise=0.05,
                        frequency=8, random_state=None):
     """Points on a shape with a smooth and a high-frequency target.
@@ -90,14 +102,11 @@ def make_context_blobs(n_samples=500, n_features=None, *, shape="blobs", n_cente
     >>> X.shape
     (100, 5)
     """
-    n_samples = check_int(n_samples, "n_samples", 1)
-    if shape not in _SHAPES:
-        raise ValueError(f"shape must be one of {sorted(_SHAPES)}, got {shape!r}.")
     dim = _SHAPES[shape]
-    n_features = dim if n_features is None else check_int(n_features, "n_features", dim)
-    n_centers = check_int(n_centers, "n_centers", 2)
-    noise = check_real(noise, "noise", 0.0, math.inf, high_inclusive=False)
-    frequency = check_real(frequency, "frequency", 1.0, math.inf, high_inclusive=False)
+    if n_features is None:
+        n_features = dim
+    elif n_features < dim:
+        raise ValueError(f"n_features must be at least {dim} for shape={shape!r}, got {n_features!r}.")
     rng = check_random_state(random_state)
 
     X = np.zeros((n_samples, n_features))
@@ -158,6 +167,15 @@ def _haar_functions(nodes, weights):
     return f
 
 
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 2, None, closed="left")],
+        "n_anchors": [Interval(Integral, 2, None, closed="left"), None],
+        "singular_values": ["array-like"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_planted_spectrum(n_samples=60, n_anchors=None, singular_values=(0.9, 0.6, 0.3, 0.1), *,
                           random_state=None):
     """A finite context ``P+(a | x)`` with exactly known singular values and functions.
@@ -226,8 +244,7 @@ def make_planted_spectrum(n_samples=60, n_anchors=None, singular_values=(0.9, 0.
     >>> np.round(np.linalg.svd(Q, compute_uv=False)[:5], 12)
     array([1. , 0.8, 0.5, 0.2, 0. ])
     """
-    n_samples = check_int(n_samples, "n_samples", 2)
-    n_anchors = n_samples if n_anchors is None else check_int(n_anchors, "n_anchors", 2)
+    n_anchors = n_samples if n_anchors is None else n_anchors
     try:
         s = np.asarray(singular_values, dtype=np.float64)
     except (TypeError, ValueError):

@@ -23,11 +23,10 @@ embeddings of each task are returned with it, for zero-shot prototypes.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
-
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 
 __all__ = ["make_graph_domains"]
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
+from ..utils.param_validation import Integral, Interval, Real, validate_params
 from ._validation import check_int, is_real_in
 from ._wheel_data import find_wheel_data
 
@@ -339,13 +340,10 @@ def load_nci_tpsa(*, drop_invalid=True, return_X_y=False):
 
 
 def _check_edge_probability(edge_probability):
-    def is_probability(p):
-        return is_real_in(p, 0, 1)
-
-    if edge_probability is None or is_probability(edge_probability):
+    """A declared number or None as it is; a (low, high) pair checked, as a tuple of floats."""
+    if not isinstance(edge_probability, (tuple, list)):
         return edge_probability
-    if (isinstance(edge_probability, (tuple, list)) and len(edge_probability) == 2
-            and all(is_probability(p) for p in edge_probability)
+    if (len(edge_probability) == 2 and all(is_real_in(p, 0, 1) for p in edge_probability)
             and edge_probability[0] <= edge_probability[1]):
         return tuple(float(p) for p in edge_probability)
     raise ValueError(
@@ -354,6 +352,16 @@ def _check_edge_probability(edge_probability):
     )
 
 
+@validate_params(
+    {
+        "n_graphs": [Interval(Integral, 1, None, closed="left")],
+        "min_nodes": [Interval(Integral, 1, None, closed="left")],
+        "max_nodes": [Interval(Integral, 1, None, closed="left")],
+        "edge_probability": [Interval(Real, 0, 1, closed="both"), tuple, list, None],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_triangle_graphs(n_graphs=1000, *, min_nodes=5, max_nodes=25, edge_probability=None,
                          random_state=None):
     """Random graphs labelled with their number of triangles.
@@ -410,9 +418,6 @@ def make_triangle_graphs(n_graphs=1000, *, min_nodes=5, max_nodes=25, edge_proba
     """
     import networkx as nx
 
-    n_graphs = check_int(n_graphs, "n_graphs", 1)
-    min_nodes = check_int(min_nodes, "min_nodes", 1)
-    max_nodes = check_int(max_nodes, "max_nodes", 1)
     if max_nodes < min_nodes:
         raise ValueError(
             f"max_nodes must be >= min_nodes, got min_nodes={min_nodes} and "

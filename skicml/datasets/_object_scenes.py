@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
+from ..utils.param_validation import Integral, Interval, Real, validate_params
 from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _names, _shape_mask
-from ._validation import check_int, check_real
 
 __all__ = ["make_object_scenes", "object_classes", "object_partners"]
 
@@ -77,6 +77,14 @@ def _partner_index(n_classes, partner_seed):
     return partner
 
 
+@validate_params(
+    {
+        "partner_seed": [Interval(Integral, 0, None, closed="left")],
+        "shapes": [str, "array-like", None],
+        "colors": [str, "array-like", None],
+    },
+    prefer_skip_nested_validation=True,
+)
 def object_partners(partner_seed=0, shapes=None, colors=None):
     """The fixed partner of every object class, which biased scenes pull in.
 
@@ -112,9 +120,8 @@ def object_partners(partner_seed=0, shapes=None, colors=None):
     >>> any(k == v for k, v in partners.items())
     False
     """
-    seed = check_int(partner_seed, "partner_seed", 0)
     names = object_classes(shapes, colors)
-    partner = _partner_index(len(names), seed)
+    partner = _partner_index(len(names), partner_seed)
     return {name: names[partner[k]] for k, name in enumerate(names)}
 
 
@@ -139,6 +146,25 @@ def _relations(grid):
     return table
 
 
+@validate_params(
+    {
+        "n_scenes": [Interval(Integral, 1, None, closed="left")],
+        "image_size": [Interval(Integral, 1, None, closed="left")],
+        "grid": [Interval(Integral, 1, None, closed="left")],
+        "min_objects": [Interval(Integral, 1, None, closed="left")],
+        "max_objects": [Interval(Integral, 1, None, closed="left")],
+        "shapes": [str, "array-like", None],
+        "colors": [str, "array-like", None],
+        "sizes": [str, "array-like", None],
+        "cooccurrence": [Interval(Real, 0, 1, closed="both")],
+        "partner_seed": [Interval(Integral, 0, None, closed="left")],
+        "color_jitter": [Interval(Real, 0, 1, closed="both")],
+        "noise": [Interval(Real, 0, 1, closed="both")],
+        "return_masks": ["boolean"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, max_objects=7,
                        shapes=None, colors=None, sizes=None, cooccurrence=0.0, partner_seed=0,
                        color_jitter=0.04, noise=0.02, return_masks=False, random_state=None):
@@ -279,16 +305,12 @@ def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, m
     >>> masks.shape
     (2, 7, 48, 48)
     """
-    n = check_int(n_scenes, "n_scenes", 1)
-    g = check_int(grid, "grid", 1)
-    S = check_int(image_size, "image_size", 1)
+    n, g, S, lo, hi = n_scenes, grid, image_size, min_objects, max_objects
     if S < _MIN_CELL * g:
         raise ValueError(
             f"image_size={image_size} is too small for grid={grid}: each cell needs at least "
             f"{_MIN_CELL} pixels, so image_size >= {_MIN_CELL * g}."
         )
-    lo = check_int(min_objects, "min_objects", 1)
-    hi = check_int(max_objects, "max_objects", 1)
     if lo > hi:
         raise ValueError(f"min_objects={min_objects} is larger than max_objects={max_objects}.")
     if hi > g * g:
@@ -299,22 +321,16 @@ def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, m
     shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
     color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
     size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
-    p_pull = check_real(cooccurrence, "cooccurrence", 0.0, 1.0)
-    seed = check_int(partner_seed, "partner_seed", 0)
-    color_jitter = check_real(color_jitter, "color_jitter", 0.0, 1.0)
-    noise = check_real(noise, "noise", 0.0, 1.0)
-    if not isinstance(return_masks, (bool, np.bool_)):
-        raise ValueError(f"return_masks must be True or False, got {return_masks!r}.")
     rng = check_random_state(random_state)
 
     n_shapes, n_classes = len(shape_names), len(shape_names) * len(color_names)
-    partner = _partner_index(n_classes, seed)
+    partner = _partner_index(n_classes, partner_seed)
 
     # Classes, slot by slot in drawing order: a free draw, or the partner of
     # the free draw before it when that one pulled.
     count = rng.randint(lo, hi + 1, size=n)
     free = rng.randint(n_classes, size=(n, hi))
-    pulls = rng.uniform(size=(n, hi)) < p_pull
+    pulls = rng.uniform(size=(n, hi)) < cooccurrence
     cls = np.empty((n, hi), dtype=np.int64)
     pulled = np.zeros((n, hi), dtype=bool)
     pending = np.zeros(n, dtype=bool)

@@ -17,13 +17,13 @@ simulator of :func:`~skicml.datasets.simulate_physics`:
 """
 
 import itertools
-import numbers
 import warnings
 
 import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch, check_random_state
 
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 from ._physics_world import (
     PHYSICS_COLORS,
     PHYSICS_SCENARIOS,
@@ -32,6 +32,7 @@ from ._physics_world import (
     render_videos,
     simulate_physics,
 )
+from ._validation import check_int
 
 __all__ = [
     "PHYSICS_ID_RANGES",
@@ -102,18 +103,12 @@ def _check_range(value, name, low, high=np.inf, strict_low=False):
     return lo, hi
 
 
-def _check_count(value, name, low=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
-    return int(value)
-
-
 def _check_pair_of_counts(value, name):
     try:
         a, b = value
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a pair of integers (n_v, n_r), got {value!r}.") from None
-    return _check_count(a, f"{name}[0]"), _check_count(b, f"{name}[1]")
+    return check_int(a, f"{name}[0]", 1), check_int(b, f"{name}[1]", 1)
 
 
 def _linspace(spec):
@@ -241,6 +236,32 @@ def _grid_attributes(scenario, grid, v_range, r_range):
     return pd.DataFrame(list(rows), columns=["v1", "r1"])[["r1", "v1"]]
 
 
+_ANTIALIAS = StrOptions({"area", "soft_disc", "none"})
+_PAIR = ["array-like"]
+
+
+@validate_params(
+    {
+        "scenario": [StrOptions(set(PHYSICS_SCENARIOS))],
+        "n_samples": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "params": [pd.DataFrame, dict, None],
+        "v_range": ["array-like", None],
+        "r_range": ["array-like", None],
+        "sampling": [StrOptions({"random", "grid"})],
+        "resolution": [Interval(Integral, 2, None, closed="left")],
+        "n_frames": [Interval(Integral, 2, None, closed="left")],
+        "color": [str, "array-like", None],
+        "shape": [str, "array-like", None],
+        "direction": [StrOptions({"right", "left", "up", "down"})],
+        "min_frames_in_view": [Interval(Integral, 0, None, closed="left")],
+        "min_pre": [Interval(Integral, 0, None, closed="left")],
+        "min_post": [Interval(Integral, 0, None, closed="left")],
+        "antialias": [_ANTIALIAS],
+        "world_size": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_physics_videos(scenario="uniform", n_samples=100, *, params=None, v_range=None, r_range=None,
                         sampling="random", resolution=32, n_frames=32, color=None, shape="circle",
                         direction="right", min_frames_in_view=24, min_pre=8, min_post=8, antialias="area",
@@ -333,16 +354,8 @@ def make_physics_videos(scenario="uniform", n_samples=100, *, params=None, v_ran
     >>> sorted(data.params.columns)[:6]
     ['color1', 'color2', 'r1', 'r2', 'shape1', 'shape2']
     """
-    _check_choice(scenario, "scenario", PHYSICS_SCENARIOS)
-    _check_choice(sampling, "sampling", ("random", "grid"))
-    n_frames = _check_count(n_frames, "n_frames", 2)
-    min_frames_in_view = _check_count(min_frames_in_view, "min_frames_in_view", 0)
-    min_pre = _check_count(min_pre, "min_pre", 0)
-    min_post = _check_count(min_post, "min_post", 0)
     if scenario in ("collision", "bounce") and min_pre + min_post > n_frames:
         raise ValueError(f"min_pre + min_post = {min_pre + min_post} frames do not fit in n_frames={n_frames}.")
-    if isinstance(world_size, bool) or not isinstance(world_size, numbers.Real) or not world_size > 0:
-        raise ValueError(f"world_size must be a number > 0, got {world_size!r}.")
     world_size = float(world_size)
     default = PHYSICS_ID_RANGES.get(scenario, PHYSICS_ID_RANGES["uniform"])
     v_range = _check_range(default["v"] if v_range is None else v_range, "v_range", 0.0)
@@ -375,7 +388,7 @@ def make_physics_videos(scenario="uniform", n_samples=100, *, params=None, v_ran
                           "generators drop them.", UserWarning, stacklevel=2)
             table = table[ok].reset_index(drop=True)
     else:
-        n = _check_count(n_samples, "n_samples")
+        n = check_int(n_samples, "n_samples", 1)
         table = _draw_attributes(scenario, n, v_range, r_range, rng)
         for _ in range(100):
             ok = _feasible(scenario, table, *place_args)
@@ -473,6 +486,18 @@ def ood_bucket(params, id_ranges=None, scenario="uniform"):
     return np.where(np.all(v == 0, axis=1), "zero", bucket).astype(object)
 
 
+@validate_params(
+    {
+        "scenario": [StrOptions(set(PHYSICS_OOD_VALUES))],
+        "n_per_bucket": [Interval(Integral, 1, None, closed="left"), None],
+        "resolution": [Interval(Integral, 2, None, closed="left")],
+        "n_frames": [Interval(Integral, 2, None, closed="left")],
+        "min_radius": [Interval(Real, 0, None, closed="left"), None],
+        "antialias": [_ANTIALIAS],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_physics_eval(scenario="uniform", n_per_bucket=50, *, resolution=32, n_frames=32, min_radius=None,
                       antialias="area", random_state=None):
     """The official ID / OOD evaluation grid, rendered, with each video's bucket.
@@ -513,10 +538,6 @@ def make_physics_eval(scenario="uniform", n_per_bucket=50, *, resolution=32, n_f
     >>> data.params["bucket"].value_counts().sort_index().to_dict()
     {'id': 2, 'r_out': 2, 'rv_out': 2, 'v_out': 2, 'zero': 2}
     """
-    _check_choice(scenario, "scenario", PHYSICS_OOD_VALUES)
-    if n_per_bucket is not None:
-        n_per_bucket = _check_count(n_per_bucket, "n_per_bucket")
-    n_frames = _check_count(n_frames, "n_frames", 2)
     rng = check_random_state(random_state)
     values, sides = {}, {}
     for attribute, specs in PHYSICS_OOD_VALUES[scenario].items():
@@ -556,6 +577,18 @@ def _grid_table(v_values, r_values, **constant):
     return rows
 
 
+@validate_params(
+    {
+        "train_bands": ["array-like"],
+        "r_range": _PAIR,
+        "n_train": _PAIR,
+        "eval_grid": _PAIR,
+        "eval_range": _PAIR,
+        "extrapolation": ["array-like"],
+        "n_extrapolation": [Interval(Integral, 1, None, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_gap_split(train_bands=((1.0, 1.25), (3.75, 4.0)), *, r_range=(0.7, 1.4), n_train=(100, 30),
                    eval_grid=(121, 36), eval_range=(1.0, 4.0), extrapolation=((0.0, 1.0), (4.0, 6.0)),
                    n_extrapolation=21):
@@ -613,7 +646,6 @@ def make_gap_split(train_bands=((1.0, 1.25), (3.75, 4.0)), *, r_range=(0.7, 1.4)
     for lo, hi in bands:
         in_band |= (test["v1"] >= lo - 1e-9) & (test["v1"] <= hi + 1e-9)
     test["region"] = np.where(in_band, "band", "gap")
-    n_extrapolation = _check_count(n_extrapolation, "n_extrapolation")
     outside = [_grid_table(np.linspace(*_check_range(rng, "extrapolation", 0.0), n_extrapolation), r_eval,
                            region="extrapolation") for rng in extrapolation]
     test = pd.concat([test, *outside], ignore_index=True)
@@ -632,6 +664,15 @@ _COLLISION_HOLES = {
 }
 
 
+@validate_params(
+    {
+        "holes": [StrOptions(set(_COLLISION_HOLES)), "array-like"],
+        "kind": [StrOptions({"velocity", "mass"}), None],
+        "grid": _PAIR,
+        "test_grid": _PAIR,
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_collision_hole_split(holes="center", *, kind=None, grid=(8, 21), test_grid=(5, 31)):
     """Collisions trained on a grid with holes, evaluated inside the holes.
 
@@ -670,7 +711,7 @@ def make_collision_hole_split(holes="center", *, kind=None, grid=(8, 21), test_g
     (96, 36)
     """
     if isinstance(holes, str):
-        preset_kind, boxes = _COLLISION_HOLES[_check_choice(holes, "holes", _COLLISION_HOLES)]
+        preset_kind, boxes = _COLLISION_HOLES[holes]
         kind = preset_kind if kind is None else kind
     else:
         boxes = [tuple(_check_range(side, "holes", 0.0) for side in box) for box in holes]
@@ -708,6 +749,10 @@ _ATTRIBUTE_LEVELS = {
 }
 
 
+@validate_params(
+    {"pair": ["array-like"], "grid": _PAIR, "shape_levels": ["array-like"]},
+    prefer_skip_nested_validation=True,
+)
 def make_attribute_pair_split(pair=("color", "velocity"), *, grid=(31, 11), shape_levels=("circle", "square")):
     """Uniform motion where two attributes always come together in training, swapped at test.
 
@@ -777,6 +822,17 @@ def make_attribute_pair_split(pair=("color", "velocity"), *, grid=(31, 11), shap
     return Bunch(train=train, test=test, pair=(a, b), levels=levels)
 
 
+@validate_params(
+    {
+        "flip": ["boolean"],
+        "train_v": _PAIR,
+        "test_v": _PAIR,
+        "r_range": _PAIR,
+        "grid": _PAIR,
+        "test_grid": _PAIR,
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_flip_split(flip=False, *, train_v=(2.5, 4.0), test_v=(1.0, 2.5), r_range=(0.7, 1.4), grid=(61, 30),
                     test_grid=(31, 11)):
     """Uniform motion trained on fast speeds only, evaluated on slow ones.

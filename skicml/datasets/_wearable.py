@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-from ._validation import check_int, check_real
+from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 from ._wheel_data import find_wheel_data
 
 __all__ = ["make_wearable_cohort", "wearable_variables", "wearable_week_labels", "load_wearable_example"]
@@ -704,6 +704,22 @@ class _Cohort:
         return mask
 
 
+@validate_params(
+    {
+        "n_people": [Interval(Integral, 1, None, closed="left")],
+        "n_weeks": [Interval(Integral, 1, None, closed="left")],
+        "variables": [str, "array-like"],
+        "effect_size": [Interval(Real, 0, None, closed="left")],
+        "missingness": [StrOptions(set(_MISSINGNESS))],
+        "missing_rate": [Interval(Real, 0, 1, closed="left")],
+        "label_noise": [Interval(Real, 0, 0.5, closed="both")],
+        "return_sensor_embedding": ["boolean"],
+        "as_long_frame": ["boolean"],
+        "temporal_labels": ["boolean"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_wearable_cohort(
     n_people=500,
     n_weeks=8,
@@ -887,14 +903,7 @@ def make_wearable_cohort(
     >>> y_weekly.columns.tolist()
     ['person_id', 'week', 'pregnancy', 'infection', 'sleep_duration']
     """
-    n_people = check_int(n_people, "n_people", 1)
-    n_weeks = check_int(n_weeks, "n_weeks", 1)
     names = _resolve_variables(variables)
-    effect_size = check_real(effect_size, "effect_size", 0.0, np.inf, high_inclusive=False)
-    if not isinstance(missingness, str) or missingness not in _MISSINGNESS:
-        raise ValueError(f"missingness must be one of {list(_MISSINGNESS)}, got {missingness!r}.")
-    missing_rate = check_real(missing_rate, "missing_rate", 0.0, 1.0, high_inclusive=False)
-    label_noise = check_real(label_noise, "label_noise", 0.0, 0.5)
 
     entropy = check_random_state(random_state).randint(0, 2 ** 31 - 1, size=4).tolist()
     temporal_labels = bool(temporal_labels)
@@ -1095,6 +1104,15 @@ def _zero_runs(counts, min_length):
     return inside
 
 
+@validate_params(
+    {
+        "recordings": [str, "array-like", None],
+        "variables": [str, "array-like"],
+        "min_observed_hours": [Interval(Integral, 0, None, closed="left")],
+        "nonwear_minutes": [Interval(Integral, 1, None, closed="left"), None],
+    },
+    prefer_skip_nested_validation=True,
+)
 def load_wearable_example(recordings=None, *, variables=("activity",), min_observed_hours=24,
                           nonwear_minutes=120):
     """Load real wrist-actigraphy recordings as hourly weeks.
@@ -1173,9 +1191,6 @@ def load_wearable_example(recordings=None, *, variables=("activity",), min_obser
             f"variables must be a non-empty list of distinct names from "
             f"{list(_EXAMPLE_VARIABLES)}, got {variables!r}."
         )
-    min_observed_hours = check_int(min_observed_hours, "min_observed_hours", 0)
-    if nonwear_minutes is not None:
-        nonwear_minutes = check_int(nonwear_minutes, "nonwear_minutes", 1)
 
     folder = _pyactigraphy_data_dir()
     weeks, rows = [], []

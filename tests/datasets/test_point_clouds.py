@@ -168,18 +168,18 @@ def test_varying_point_counts():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(n_samples=0), "n_samples must be an integer >= 1"),
-    (dict(n_points=4), "n_points must be an integer >= 8"),
-    (dict(n_points=32.0), "n_points must be an integer"),
-    (dict(variant="scan"), "variant='scan'; expected one of"),
-    (dict(rotation="z"), "rotation='z'; expected one of"),
+    (dict(n_samples=0), r"'n_samples' parameter of make_point_clouds must be an int in the range \[1, inf\)"),
+    (dict(n_points=4), r"'n_points' parameter .* must be an int in the range \[8, inf\)"),
+    (dict(n_points=32.0), r"'n_points' parameter .* must be an int"),
+    (dict(variant="scan"), r"'variant' parameter .* must be a str among .*Got 'scan'"),
+    (dict(rotation="z"), r"'rotation' parameter .* must be a str among .*Got 'z'"),
     (dict(classes=["hexagon"]), "classes=.*unknown"),
     (dict(classes=["cube", "cube"]), "duplicates"),
     (dict(classes=[]), "unknown or empty"),
-    (dict(min_points=0), "min_points must be an integer >= 1"),
+    (dict(min_points=0), r"'min_points' parameter .* must be an int in the range \[1, inf\)"),
     (dict(n_points=32, min_points=40), "min_points=40 exceeds n_points=32"),
-    (dict(density_bias=-1.0), "density_bias must be a number in"),
-    (dict(density_bias=True), "density_bias must be a number in"),
+    (dict(density_bias=-1.0), r"'density_bias' parameter .* must be a float in the range"),
+    (dict(density_bias=True), r"'density_bias' parameter .* must be a float in the range"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
