@@ -18,7 +18,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, validate_params
-from ._validation import check_int, is_real_in
+from ._validation import is_real_in
 from ._wheel_data import find_wheel_data
 
 __all__ = ["HARTREE_TO_EV", "load_nci_tpsa", "load_qm9", "make_triangle_graphs", "qm9_split"]
@@ -99,6 +99,15 @@ def _resolve_targets(targets):
     return names, single
 
 
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left"), None],
+        "targets": [str, "array-like"],
+        "random_state": ["random_state"],
+        "return_X_y": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def load_qm9(n_samples=None, *, targets="homo_lumo_gap", random_state=None, return_X_y=False):
     """Load QM9 molecules (SMILES) and their DFT properties, offline.
 
@@ -189,7 +198,6 @@ def load_qm9(n_samples=None, *, targets="homo_lumo_gap", random_state=None, retu
     names, single = _resolve_targets(targets)
     frame = _read_qm9(str(_qm9_data_dir()))
     if n_samples is not None:
-        n_samples = check_int(n_samples, "n_samples", 1)
         if n_samples > len(frame):
             raise ValueError(
                 f"n_samples must be at most {len(frame)}, the number of QM9 molecules, "

@@ -15,7 +15,8 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, validate_params
-from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _names, _shape_mask
+from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _SCENE_RULES, _article, _shape_mask
+from ._validation import NAMES, check_names
 
 __all__ = ["make_object_scenes", "object_classes", "object_partners"]
 
@@ -64,8 +65,8 @@ def object_classes(shapes=None, colors=None):
     >>> len(object_classes())
     24
     """
-    shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
-    color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
+    shape_names = check_names(shapes, "shapes", SHAPE_NAMES, _DEFAULT_SHAPES)
+    color_names = check_names(colors, "colors", tuple(SHAPE_COLORS), _DEFAULT_COLORS)
     return [f"{c} {s}" for c in color_names for s in shape_names]
 
 
@@ -78,11 +79,7 @@ def _partner_index(n_classes, partner_seed):
 
 
 @validate_params(
-    {
-        "partner_seed": [Interval(Integral, 0, None, closed="left")],
-        "shapes": [str, "array-like", None],
-        "colors": [str, "array-like", None],
-    },
+    {"partner_seed": [Interval(Integral, 0, None, closed="left")], "shapes": NAMES, "colors": NAMES},
     prefer_skip_nested_validation=True,
 )
 def object_partners(partner_seed=0, shapes=None, colors=None):
@@ -148,20 +145,12 @@ def _relations(grid):
 
 @validate_params(
     {
-        "n_scenes": [Interval(Integral, 1, None, closed="left")],
+        **_SCENE_RULES,
         "image_size": [Interval(Integral, 1, None, closed="left")],
         "grid": [Interval(Integral, 1, None, closed="left")],
-        "min_objects": [Interval(Integral, 1, None, closed="left")],
-        "max_objects": [Interval(Integral, 1, None, closed="left")],
-        "shapes": [str, "array-like", None],
-        "colors": [str, "array-like", None],
-        "sizes": [str, "array-like", None],
         "cooccurrence": [Interval(Real, 0, 1, closed="both")],
         "partner_seed": [Interval(Integral, 0, None, closed="left")],
-        "color_jitter": [Interval(Real, 0, 1, closed="both")],
-        "noise": [Interval(Real, 0, 1, closed="both")],
         "return_masks": ["boolean"],
-        "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
@@ -318,9 +307,9 @@ def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, m
             f"grid={grid} has {g * g} cells, too few for max_objects={max_objects} "
             "(one object per cell); use a larger grid or fewer objects."
         )
-    shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
-    color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
-    size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
+    shape_names = check_names(shapes, "shapes", SHAPE_NAMES, _DEFAULT_SHAPES)
+    color_names = check_names(colors, "colors", tuple(SHAPE_COLORS), _DEFAULT_COLORS)
+    size_names = check_names(sizes, "sizes", tuple(SHAPE_SIZES))
     rng = check_random_state(random_state)
 
     n_shapes, n_classes = len(shape_names), len(shape_names) * len(color_names)

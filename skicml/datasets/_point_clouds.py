@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
-from ._shapes import _names
+from ._validation import NAMES, check_names
 
 __all__ = ["POINT_CLOUD_CLASSES", "make_point_clouds"]
 
@@ -316,7 +316,7 @@ def _background(rng, low, high, k):
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_points": [Interval(Integral, 8, None, closed="left")],
         "variant": [StrOptions(set(_VARIANTS))],
-        "classes": [str, "array-like", None],
+        "classes": NAMES,
         "rotation": [StrOptions({r for r in _ROTATIONS if r is not None}), None],
         "min_points": [Interval(Integral, 1, None, closed="left"), None],
         "density_bias": [Interval(Real, 0, 10, closed="both"), None],
@@ -430,7 +430,7 @@ def make_point_clouds(n_samples=1000, *, n_points=512, variant="obj_only", class
     True
     """
     n, P = n_samples, n_points
-    class_names = _names(classes, POINT_CLOUD_CLASSES, POINT_CLOUD_CLASSES, "classes")
+    class_names = check_names(classes, "classes", POINT_CLOUD_CLASSES)
     if min_points is not None and min_points > P:
         raise ValueError(f"min_points={min_points} exceeds n_points={P}; expected 1 <= min_points <= n_points.")
     if density_bias is None:

