@@ -27,11 +27,10 @@ import time
 import numpy as np
 import torch
 
-from .._weights import load_weights, recipe_command, save_weights
+from .._weights import load_weights, save_weights
 from ..datasets import SHAPE_TEXTURES, corrupt_images, make_shape_scenes, perturb_captions
 from ..utils.images import preprocess_images
-from ..utils.pretraining import add_run_options
-from ..utils.training import pretrain
+from ..utils.pretraining import add_run_options, recipe_provenance, run_recipe
 from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
 
 __all__ = ["ShapeCaptionStream", "main", "wclip_evidence"]
@@ -250,43 +249,50 @@ def model_config(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     open_clip = import_open_clip()
     cfg = model_config(args)
     scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects,
                     "textures": list(SHAPE_TEXTURES)}
-    torch.manual_seed(args.seed)
-    model = build_clip(cfg, {"size": args.image_size})
-    preprocess = _preprocess_cfg(model)
     tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=args.context_length)
-    source = ShapeCaptionStream(args.batch_size, args.seed, tokenizer, preprocess, scene_kwargs)
     eval_images, eval_captions, _ = make_shape_scenes(args.eval_scenes, random_state=_EVAL_SEED, **scene_kwargs)
-    eval_batch = (images_to_tensor(eval_images, preprocess), tokenizer(list(eval_captions)))
-    n_params = sum(p.numel() for p in model.parameters())
-    if not args.quiet:
-        print(f"tiny CLIP: {n_params / 1e6:.2f}M parameters, {2 * n_params / 1e6:.1f} MB in float16", flush=True)
+    eval_tokens = tokenizer(list(eval_captions))
+
+    def build_model(run):
+        model = build_clip(cfg, {"size": args.image_size})
+        if not args.quiet:
+            n_params = _n_parameters(model)
+            print(f"tiny CLIP: {n_params / 1e6:.2f}M parameters, {2 * n_params / 1e6:.1f} MB in float16", flush=True)
+        return model
 
     def evaluate(module, step):
         device = next(module.parameters()).device
-        return retrieval_metrics(module, eval_batch[0].to(device), eval_batch[1].to(device))
+        images = images_to_tensor(eval_images, _preprocess_cfg(module))
+        return retrieval_metrics(module, images.to(device), eval_tokens.to(device))
 
-    history = pretrain(
-        model, source, clip_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_fraction=0.05, grad_clip=1.0, device=args.device, checkpoint_path=args.checkpoint,
-        checkpoint_every=100, callback=evaluate, callback_every=args.eval_every,
-        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
-        verbose=0 if args.quiet else 1, desc="tiny-clip",
+    run_recipe(
+        args, argv, RECIPE_NAME, build_model=build_model, loss=clip_loss,
+        make_source=lambda run: ShapeCaptionStream(args.batch_size, args.seed, tokenizer, _preprocess_cfg(run.model),
+                                                   scene_kwargs),
+        evaluate=evaluate, finish=_print_retrieval, export=lambda run: _export(run, cfg, scene_kwargs, open_clip),
+        device=args.device, weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0,
+        checkpoint_every=100,
     )
-    if history["step"] < args.steps:
-        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
-        return 0
-    final = history["metrics"][-1] if history["metrics"] else {}
-    print("held-out retrieval: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items() if isinstance(v, float)))
-    if not args.export:
-        return 0
+    return 0
 
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.cpu().state_dict().items()}
+
+def _n_parameters(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def _print_retrieval(run):
+    final = run.history["metrics"][-1] if run.history["metrics"] else {}
+    print("held-out retrieval: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items() if isinstance(v, float)))
+
+
+def _export(run, cfg, scene_kwargs, open_clip):
+    """Write the float16 weights with their provenance, then measure the W-CLIP evidence on that file and add it."""
+    args, history = run.args, run.history
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in run.model.cpu().state_dict().items()}
     megabytes = sum(v.numel() * v.element_size() for v in state.values()) / 1e6
     if megabytes > MAX_MEGABYTES:
         raise ValueError(f"the float16 weights take {megabytes:.1f} MB, over the {MAX_MEGABYTES} MB budget; "
@@ -297,27 +303,16 @@ def main(argv=None):
         "preprocess_cfg": {"size": args.image_size},
         "tokenizer": "open_clip SimpleTokenizer (BPE vocabulary bundled with open_clip)",
     }
-    losses = history["loss"]
-    provenance = {
-        "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-        "data": {"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs,
-                 "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
-        "steps": history["step"],
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "weight_decay": args.weight_decay,
-        "seed": args.seed,
-        "parameters": n_params,
-        "stored_dtype": "float16",
-        "final_loss": round(float(np.mean(losses[-100:])), 4),
-        "heldout": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()}
-                    for m in history["metrics"]],
-        "train_minutes": round(history["seconds"] / 60, 1),
-        "threads": torch.get_num_threads(),
-        "device": args.device,
-        "torch": str(torch.__version__),
-        "open_clip": str(getattr(open_clip, "__version__", "unknown")),
-    }
+    n_params = _n_parameters(run.model)
+    provenance = recipe_provenance(
+        run, ("steps", "batch_size", "lr", "weight_decay", "seed", "final_loss", "train_minutes", "threads", "device",
+              "torch"),
+        data={"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs,
+              "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
+        parameters=n_params, stored_dtype="float16",
+        heldout=[{k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()} for m in history["metrics"]],
+        open_clip=str(getattr(open_clip, "__version__", "unknown")),
+    )
     save_weights(args.export, state, config, provenance)
 
     # The evidence is measured on the exported (float16) weights, then stored beside them.
@@ -338,7 +333,6 @@ def main(argv=None):
           f'                     sha256="{digest}",\n'
           f'                     description="Tiny open_clip CLIP ({n_params / 1e6:.1f}M parameters, float16) '
           f'trained contrastively on make_shape_scenes; a toy for demos and tests")')
-    return 0
 
 
 def _print_evidence(evidence):
