@@ -46,9 +46,8 @@ import time
 import numpy as np
 import torch
 
-from ..._weights import recipe_command, save_weights
-from ...utils.pretraining import add_run_options
-from ...utils.training import pretrain
+from ..._weights import save_weights
+from ...utils.pretraining import add_run_options, recipe_provenance, run_recipe, set_threads
 from .._chem import atom_descriptions, smiles_to_graphs
 from ._backbone import TaskTreeNet
 from ._data import TaskSet, build_task_graph, read_task_sets
@@ -97,7 +96,7 @@ def molecule_task_set(n_molecules, seed):
 
 
 class _TaskSource:
-    """Batches of task ids for :func:`pretrain`, each task set weighed equally."""
+    """Batches of task ids for the step loop, each task set weighed equally."""
 
     def __init__(self, set_sizes, batch_size, seed):
         sizes = torch.as_tensor(set_sizes, dtype=torch.float64)
@@ -174,8 +173,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)  # before the task sets are made, not only for the run
     started = time.perf_counter()
     task_sets = sbm_task_sets(args.sbm_domains, args.seed)
     if args.molecules:
@@ -191,54 +189,46 @@ def main(argv=None):
         print(f"{len(task_sets)} task sets, {task_graph.n_tasks} tasks, {task_graph.n_nodes} nodes read in "
               f"{time.perf_counter() - started:.0f} s", flush=True)
 
-    torch.manual_seed(args.seed)
-    model = GITModel(FEATURE_DIM, args.hidden_dim, args.num_layers, "batch", args.dropout)
-    objective = GITPretrainObjective(model, args.align_weight, 1.0, args.feature_mask_p, args.edge_drop_p)
-    net = TaskTreeNet(model, task_graph, args.fanout, objective=objective)
-    source = _TaskSource(set_sizes, args.batch_size, args.seed)
+    def build_model(run):
+        model = GITModel(FEATURE_DIM, args.hidden_dim, args.num_layers, "batch", args.dropout)
+        objective = GITPretrainObjective(model, args.align_weight, 1.0, args.feature_mask_p, args.edge_drop_p)
+        return TaskTreeNet(model, task_graph, args.fanout, objective=objective)
 
-    def evaluate(module, step):
-        return {"icl5_accuracy": float(np.mean([in_context_accuracy(module.model, graph, labels)
+    def evaluate(net, step):
+        return {"icl5_accuracy": float(np.mean([in_context_accuracy(net.model, graph, labels)
                                                 for graph, labels in probes]))}
 
-    history = pretrain(
-        net, source, lambda module, batch: module(batch), steps=args.steps, lr=args.lr,
-        weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, device="cpu",
-        checkpoint_path=args.checkpoint, checkpoint_every=250, callback=evaluate,
-        callback_every=args.eval_every, max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta=vars(args), verbose=0 if args.quiet else 1, desc="git",
-    )
-    for metrics in history["metrics"]:
-        print(f"step {metrics['step']}: 5-shot in-context accuracy {metrics['icl5_accuracy']:.4f}", flush=True)
-    if history["step"] < args.steps:
-        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
-        return 0
-    if args.export:
-        model.eval()
-        provenance = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "data": (f"{args.sbm_domains} contextual-SBM domains each of node, edge and graph tasks "
-                     f"(make_graph_domains, seeds {args.seed + 1000}+, {FEATURE_DIM} features)"
-                     + (f"; {args.molecules} QM9 molecules (qm9_id % 10 != 0) with atom-description texts"
-                        if args.molecules else "")),
-            "n_tasks": int(task_graph.n_tasks),
-            "objective": "git (two views, stop-gradient predictor, alignment)",
-            "steps": history["step"],
-            "batch_size": args.batch_size,
-            "seed": args.seed,
-            "final_loss": round(float(np.mean(history["loss"][-100:])), 4),
-            "icl5_accuracy_held_out": [(m["step"], round(m["icl5_accuracy"], 4)) for m in history["metrics"]],
-            "train_minutes": round(history["seconds"] / 60, 1),
-            "threads": torch.get_num_threads(),
-            "torch": str(torch.__version__),
-        }
+    def export(run):
+        model = run.model.model.eval()
+        provenance = recipe_provenance(
+            run,
+            data=(f"{args.sbm_domains} contextual-SBM domains each of node, edge and graph tasks "
+                  f"(make_graph_domains, seeds {args.seed + 1000}+, {FEATURE_DIM} features)"
+                  + (f"; {args.molecules} QM9 molecules (qm9_id % 10 != 0) with atom-description texts"
+                     if args.molecules else "")),
+            n_tasks=int(task_graph.n_tasks),
+            objective="git (two views, stop-gradient predictor, alignment)",
+            icl5_accuracy_held_out=[(m["step"], round(m["icl5_accuracy"], 4)) for m in run.history["metrics"]],
+        )
         config = {"model": {"input_dim": FEATURE_DIM, "hidden_dim": args.hidden_dim, "num_layers": args.num_layers,
                             "norm": "batch", "dropout": args.dropout, "predictor_dropout": 0.5},
                   "feature_dim": FEATURE_DIM,
                   "text_encoder": text_encoder.get_state() if text_encoder is not None else None}
         digest = save_weights(args.export, model.state_dict(), config, provenance)
         print(f"wrote {args.export} (sha256 {digest})")
+
+    run_recipe(
+        args, argv, RECIPE_NAME, build_model=build_model,
+        make_source=lambda run: _TaskSource(set_sizes, args.batch_size, args.seed), loss=_objective_loss,
+        evaluate=evaluate, describe=lambda metrics: f"5-shot in-context accuracy {metrics['icl5_accuracy']:.4f}",
+        export=export, weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, checkpoint_every=250,
+    )
     return 0
+
+
+def _objective_loss(net, batch):
+    """The loss of a batch of task ids: the objective's, which the network returns."""
+    return net(batch)
 
 
 def _set_sizes(read, n_tasks, graph_counts):

@@ -26,10 +26,9 @@ import time
 import numpy as np
 import torch
 
-from ..._weights import recipe_command, save_weights
+from ..._weights import save_weights
 from ...datasets import HARTREE_TO_EV, qm9_split
-from ...utils.pretraining import add_run_options
-from ...utils.training import pretrain
+from ...utils.pretraining import add_run_options, final_loss, recipe_provenance, run_recipe, set_threads
 from .._chem import smiles_to_graphs
 from .._graphs import as_graph_list
 from ._model import GraphGPTModel, MaskedTokenObjective
@@ -42,7 +41,7 @@ RECIPE_NAME = "graphgpt"
 
 
 class _WalkSource:
-    """Batches of freshly serialized molecules for :func:`pretrain`."""
+    """Batches of freshly serialized molecules for the step loop."""
 
     def __init__(self, graphs, tokenizer, batch_size, seed):
         self.graphs = graphs
@@ -113,8 +112,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)  # before the molecules are read, not only for the run
     started = time.perf_counter()
     pool, benchmark_pool = qm9_split()
     if args.molecules:
@@ -129,46 +127,35 @@ def main(argv=None):
     tokenizer = EulerTokenizer(node_scope=args.node_scope, random_state=args.seed)._fit_graphs(graphs)
     backbone_config = dict(hidden_size=args.hidden_size, num_layers=args.num_layers, head_dim=args.head_dim,
                            mlp_ratio=4, attn_dropout=0.0, stack_agg="sum", causal=False)
-    torch.manual_seed(args.seed)
-    model = GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **backbone_config)
-    objective = MaskedTokenObjective(model)
-    source = _WalkSource(graphs, tokenizer, args.batch_size, args.seed)
 
-    def evaluate(module, step):
-        return {"probe_gap_mae_ev": probe_gap(module.model, tokenizer, probe_graphs, probe_target)}
+    def build_model(run):
+        return MaskedTokenObjective(GraphGPTModel(tokenizer.vocab_size_, tokenizer.n_stacked_, **backbone_config))
 
-    history = pretrain(
-        objective, source, lambda module, batch: module(batch), steps=args.steps, lr=args.lr,
-        weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, device="cpu",
-        checkpoint_path=args.checkpoint, checkpoint_every=250, callback=evaluate,
-        callback_every=args.eval_every, max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta=vars(args), verbose=0 if args.quiet else 1, desc="graphgpt",
-    )
-    for metrics in history["metrics"]:
-        print(f"step {metrics['step']}: probe gap MAE {metrics['probe_gap_mae_ev']:.4f} eV", flush=True)
-    if history["step"] < args.steps:
-        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
-        return 0
-    if args.export:
-        losses = history["loss"]
-        provenance = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "data": "QM9 from qm9pack, molecules with qm9_id % 10 != 0",
-            "n_molecules": len(graphs),
-            "objective": "smtp",
-            "steps": history["step"],
-            "batch_size": args.batch_size,
-            "seed": args.seed,
-            "final_loss": round(float(np.mean(losses[-200:])), 4),
-            "probe_gap_mae_ev": [(m["step"], round(m["probe_gap_mae_ev"], 4)) for m in history["metrics"]],
-            "train_minutes": round(history["seconds"] / 60, 1),
-            "threads": torch.get_num_threads(),
-            "torch": str(torch.__version__),
-        }
+    def evaluate(objective, step):
+        return {"probe_gap_mae_ev": probe_gap(objective.model, tokenizer, probe_graphs, probe_target)}
+
+    def export(run):
+        provenance = recipe_provenance(
+            run, data="QM9 from qm9pack, molecules with qm9_id % 10 != 0", n_molecules=len(graphs), objective="smtp",
+            final_loss=final_loss(run.history, window=200),
+            probe_gap_mae_ev=[(m["step"], round(m["probe_gap_mae_ev"], 4)) for m in run.history["metrics"]],
+        )
         config = {"backbone": backbone_config, "tokenizer": tokenizer.get_state()}
-        digest = save_weights(args.export, model.state_dict(), config, provenance)
+        digest = save_weights(args.export, run.model.model.state_dict(), config, provenance)
         print(f"wrote {args.export} (sha256 {digest})")
+
+    run_recipe(
+        args, argv, RECIPE_NAME, build_model=build_model,
+        make_source=lambda run: _WalkSource(graphs, tokenizer, args.batch_size, args.seed), loss=_objective_loss,
+        evaluate=evaluate, describe=lambda metrics: f"probe gap MAE {metrics['probe_gap_mae_ev']:.4f} eV",
+        export=export, weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, checkpoint_every=250,
+    )
     return 0
+
+
+def _objective_loss(objective, batch):
+    """The masked-token loss of a batch of walks, which the objective returns."""
+    return objective(batch)
 
 
 if __name__ == "__main__":
