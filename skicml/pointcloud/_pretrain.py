@@ -27,11 +27,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from .._weights import recipe_command, save_module
+from .._weights import save_module
 from ..base import seeded
 from ..datasets import make_point_clouds
-from ..utils.pretraining import add_run_options
-from ..utils.training import pretrain
+from ..utils.pretraining import add_run_options, final_loss, recipe_provenance, run_recipe
 from ._input import normalize_point_clouds
 from ._model import PointMAE, PointMAEBackbone
 
@@ -122,55 +121,61 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    with seeded(args.seed):
-        backbone = PointMAEBackbone(args.trans_dim, args.depth, args.heads, args.n_groups, args.group_size)
-        model = PointMAE(backbone, args.mask_ratio, args.decoder_depth, args.heads)
-    source = _CloudStream(args.batch_size, args.n_points, args.variant, args.rotation, args.seed)
-    # Masks and stochastic depth draw from the global generator: seeded, so a
-    # run gives the same weights in any process (a resumed run restores it).
-    torch.manual_seed(args.seed)
+
+    def backbone():
+        return PointMAEBackbone(args.trans_dim, args.depth, args.heads, args.n_groups, args.group_size)
+
+    def build_model(run):
+        # Under its own seed (the global generator is the runner's, for masks and stochastic depth), so
+        # that the random-weights baseline below starts where the pretrained backbone did.
+        with seeded(args.seed):
+            return PointMAE(backbone(), args.mask_ratio, args.decoder_depth, args.heads)
+
+    def probes(run):
+        with seeded(args.seed):
+            random_backbone = backbone()
+        return _probe_against_random_weights(run, random_backbone)
+
+    def export(run):
+        config = {k: v for k, v in run.model.backbone.config.items() if k not in ("num_group", "group_size")}
+        provenance = recipe_provenance(
+            run,
+            data=dict(generator="make_point_clouds", variant=args.variant, rotation=args.rotation,
+                      n_points=args.n_points, clouds=run.history["items"]),
+            grouping=dict(num_group=args.n_groups, group_size=args.group_size),
+            final_loss=final_loss(run.history, window=50, digits=5), linear_probe=run.final,
+            wall_minutes_this_call=round((time.perf_counter() - start) / 60, 1),
+        )
+        digest = save_module(args.export, run.model.backbone, config, provenance, dtype=torch.float16)
+        print(f"wrote {args.export} (sha256 {digest})")
+
     start = time.perf_counter()
-    history = pretrain(
-        model, source, lambda m, batch: m(batch), steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_fraction=0.05, grad_clip=10.0, device="cpu", checkpoint_path=args.checkpoint,
-        checkpoint_every=100, max_seconds=None if args.max_minutes is None else 60 * args.max_minutes,
-        meta=vars(args), verbose=0 if args.quiet else 1, desc="pretrain pointcloud",
+    run_recipe(
+        args, argv, RECIPE_NAME, build_model=build_model,
+        make_source=lambda run: _CloudStream(args.batch_size, args.n_points, args.variant, args.rotation, args.seed),
+        loss=_masked_point_loss, finish=probes, export=export,
+        weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=10.0, checkpoint_every=100,
     )
-    losses = history["loss"]
-    print(f"step {history['step']}/{args.steps}: loss {np.mean(losses[-50:]):.5f} (first 50: "
-          f"{np.mean(losses[:50]):.5f}), {history['seconds'] / 60:.1f} min")
-    if history["step"] < args.steps:
-        print("stopped before the last step; run the same command again to continue")
-        return 0
-    probe_clouds = args.probe_clouds
-    scores = probe_report(model.backbone, n_train=probe_clouds, n_test=probe_clouds // 2, n_points=args.n_points)
-    with seeded(args.seed):
-        random_backbone = PointMAEBackbone(args.trans_dim, args.depth, args.heads, args.n_groups,
-                                           args.group_size)
-    random_scores = probe_report(random_backbone, n_train=probe_clouds, n_test=probe_clouds // 2,
-                                 n_points=args.n_points)
+    return 0
+
+
+def _masked_point_loss(model, clouds):
+    """The Chamfer loss of the hidden neighbourhoods, which :class:`PointMAE` returns."""
+    return model(clouds)
+
+
+def _probe_against_random_weights(run, random_backbone):
+    """Linear probes of the pretrained and of a random backbone, printed; ``{"pretrained", "random_weights"}``."""
+    args, losses = run.args, run.history["loss"]
+    print(f"step {run.history['step']}/{args.steps}: loss {np.mean(losses[-50:]):.5f} (first 50: "
+          f"{np.mean(losses[:50]):.5f}), {run.history['seconds'] / 60:.1f} min")
+    n_train, n_test = args.probe_clouds, args.probe_clouds // 2
+    scores = probe_report(run.model.backbone, n_train=n_train, n_test=n_test, n_points=args.n_points)
+    random_scores = probe_report(random_backbone, n_train=n_train, n_test=n_test, n_points=args.n_points)
     for variant in scores:
         print(f"linear probe {variant}: pretrained {scores[variant]:.3f}, random weights "
               f"{random_scores[variant]:.3f}")
-    if args.export:
-        config = {k: v for k, v in model.backbone.config.items() if k not in ("num_group", "group_size")}
-        provenance = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "data": dict(generator="make_point_clouds", variant=args.variant, rotation=args.rotation,
-                         n_points=args.n_points, clouds=history["items"]),
-            "grouping": dict(num_group=args.n_groups, group_size=args.group_size),
-            "steps": history["step"], "batch_size": args.batch_size, "seed": args.seed,
-            "final_loss": round(float(np.mean(losses[-50:])), 5),
-            "train_minutes": round(history["seconds"] / 60, 1),
-            "threads": torch.get_num_threads(), "torch": str(torch.__version__),
-            "linear_probe": {"pretrained": scores, "random_weights": random_scores},
-            "wall_minutes_this_call": round((time.perf_counter() - start) / 60, 1),
-        }
-        digest = save_module(args.export, model.backbone, config, provenance, dtype=torch.float16)
-        print(f"wrote {args.export} (sha256 {digest})")
-    return 0
+    return {"pretrained": scores, "random_weights": random_scores}
 
 
 if __name__ == "__main__":
