@@ -18,14 +18,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._weights import recipe_command
 from ..datasets import make_object_scenes, object_classes
-from ..utils.pretraining import add_run_options
-from ..utils.training import pretrain
+from ..utils.pretraining import add_run_options, metrics_line, recipe_provenance, run_recipe, set_threads
 from ._backbone import as_backbone
 from ._chair import chair
 from ._generate import generate
@@ -111,55 +108,42 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)  # before the scenes are made, not only for the run
     tokenizer = WordTokenizer(scene_vocabulary())
     images, captions, _ = make_object_scenes(args.scenes, cooccurrence=args.cooccurrence, random_state=args.seed + 1)
-    source = CaptionBatches(images, captions, tokenizer, DEFAULT_PROMPT, args.batch_size, args.text_only_fraction,
-                            args.seed)
-    torch.manual_seed(args.seed)
-    model = TinyVLM(tokenizer.vocabulary, hidden_size=args.hidden_size, num_layers=args.num_layers,
-                    head_dim=args.head_dim, patch_size=args.patch_size)
 
-    def evaluate(module, step):
-        report = caption_report(module, args.eval_scenes)
+    def evaluate(model, step):
+        report = caption_report(model, args.eval_scenes)
         return {k: float(report[k]) for k in ("chair_s", "chair_i", "recall", "f1")}
 
-    history = pretrain(
-        model, source, caption_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_fraction=0.05, grad_clip=1.0, device="cpu", checkpoint_path=args.checkpoint,
-        checkpoint_every=250, callback=evaluate, callback_every=args.eval_every,
-        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
-        verbose=0 if args.quiet else 1, desc="tiny-vlm",
+    run_recipe(
+        args, argv, RECIPE_NAME,
+        build_model=lambda run: TinyVLM(tokenizer.vocabulary, hidden_size=args.hidden_size,
+                                        num_layers=args.num_layers, head_dim=args.head_dim,
+                                        patch_size=args.patch_size),
+        make_source=lambda run: CaptionBatches(images, captions, tokenizer, DEFAULT_PROMPT, args.batch_size,
+                                               args.text_only_fraction, args.seed),
+        loss=caption_loss, evaluate=evaluate, describe=metrics_line, export=_export,
+        weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, checkpoint_every=250,
     )
-    for metrics in history["metrics"]:
-        print(f"step {metrics['step']}: " + ", ".join(f"{k} {metrics[k]:.3f}" for k in ("chair_s", "chair_i",
-                                                                                         "recall", "f1")), flush=True)
-    if history["step"] < args.steps:
-        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
-        return 0
-    if args.export:
-        model.eval()
-        unbiased = caption_report(model, 500, seed=4242)
-        biased = caption_report(model, 500, seed=4243, cooccurrence=args.cooccurrence)
-        provenance = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "data": (f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
-                     f"cooccurrence={args.cooccurrence}), {args.text_only_fraction:.0%} of batches text-only"),
-            "prompt": DEFAULT_PROMPT,
-            "steps": history["step"],
-            "batch_size": args.batch_size,
-            "seed": args.seed,
-            "final_loss": round(float(np.mean(history["loss"][-100:])), 4),
-            "chair_unbiased_500": {k: round(float(v), 4) for k, v in unbiased.items()},
-            "chair_biased_500": {k: round(float(v), 4) for k, v in biased.items()},
-            "train_minutes": round(history["seconds"] / 60, 1),
-            "threads": torch.get_num_threads(),
-            "torch": str(torch.__version__),
-        }
-        digest = save_tiny_vlm(args.export, model, provenance)
-        print(f"unbiased CHAIR {unbiased}\nbiased CHAIR {biased}\nwrote {args.export} (sha256 {digest})")
     return 0
+
+
+def _export(run):
+    """Write the model with CHAIR on 500 unbiased and 500 biased fresh scenes."""
+    args = run.args
+    unbiased = caption_report(run.model, 500, seed=4242)
+    biased = caption_report(run.model, 500, seed=4243, cooccurrence=args.cooccurrence)
+    provenance = recipe_provenance(
+        run,
+        data=(f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
+              f"cooccurrence={args.cooccurrence}), {args.text_only_fraction:.0%} of batches text-only"),
+        prompt=DEFAULT_PROMPT,
+        chair_unbiased_500={k: round(float(v), 4) for k, v in unbiased.items()},
+        chair_biased_500={k: round(float(v), 4) for k, v in biased.items()},
+    )
+    digest = save_tiny_vlm(args.export, run.model, provenance)
+    print(f"unbiased CHAIR {unbiased}\nbiased CHAIR {biased}\nwrote {args.export} (sha256 {digest})")
 
 
 if __name__ == "__main__":

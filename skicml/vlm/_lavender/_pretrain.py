@@ -24,10 +24,9 @@ import sys
 import numpy as np
 import torch
 
-from ..._weights import recipe_command, save_module
+from ..._weights import save_module
 from ...datasets import make_object_scenes
-from ...utils.pretraining import add_run_options
-from ...utils.training import pretrain
+from ...utils.pretraining import add_run_options, recipe_provenance, run_recipe, set_threads
 from .._grounding import pointing_accuracy
 from .._text import WordTokenizer, scene_vocabulary
 from ._diffusion_teacher import TinyDiffusionTeacher, word_maps_from_attention
@@ -152,73 +151,61 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)  # before the scenes are made, not only for the run
     tokenizer = WordTokenizer(scene_vocabulary())
     images, captions, _ = make_object_scenes(args.scenes, image_size=args.image_size,
                                              cooccurrence=args.cooccurrence, random_state=args.seed + 1)
-    source = SceneBatches(images, captions, tokenizer, args.batch_size, args.seed)
-    torch.manual_seed(args.seed)
-    model = TeacherDDPM(len(tokenizer), image_size=args.image_size, patch=args.patch, d_model=args.d_model,
-                        n_layers=args.n_layers, n_heads=args.n_heads, n_steps=args.n_steps, beta_max=args.beta_max,
-                        caption_dropout=args.caption_dropout, pad_id=tokenizer.pad_token_id,
-                        start_id=tokenizer.bos_token_id)
     scenes = held_out_scenes(args.eval_scenes, args.image_size)
 
-    def evaluate(module, step):
-        report = pointing_report(module, tokenizer.vocabulary, scenes, args.extract_timesteps)
+    def build_model(run):
+        return TeacherDDPM(len(tokenizer), image_size=args.image_size, patch=args.patch, d_model=args.d_model,
+                           n_layers=args.n_layers, n_heads=args.n_heads, n_steps=args.n_steps,
+                           beta_max=args.beta_max, caption_dropout=args.caption_dropout,
+                           pad_id=tokenizer.pad_token_id, start_id=tokenizer.bos_token_id)
+
+    def evaluate(model, step):
+        report = pointing_report(model, tokenizer.vocabulary, scenes, args.extract_timesteps)
         return {"pointing_shape": report["shape"], "pointing_color": report["color"]}
 
-    history = pretrain(
-        model, source, denoising_loss, steps=args.steps, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_fraction=0.05, grad_clip=1.0, device="cpu", checkpoint_path=args.checkpoint,
-        checkpoint_every=100, callback=evaluate, callback_every=args.eval_every,
-        max_seconds=None if args.max_minutes is None else 60 * args.max_minutes, meta=vars(args),
-        verbose=0 if args.quiet else 1, desc=RECIPE_NAME,
+    run_recipe(
+        args, argv, RECIPE_NAME, build_model=build_model,
+        make_source=lambda run: SceneBatches(images, captions, tokenizer, args.batch_size, args.seed),
+        loss=denoising_loss, evaluate=evaluate,
+        describe=lambda m: f"pointing shape {m['pointing_shape']:.3f}, colour {m['pointing_color']:.3f}",
+        export=lambda run: _export(run, tokenizer.vocabulary, scenes),
+        weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0, checkpoint_every=100,
     )
-    for metrics in history["metrics"]:
-        print(f"step {metrics['step']}: pointing shape {metrics['pointing_shape']:.3f}, "
-              f"colour {metrics['pointing_color']:.3f}", flush=True)
-    if history["step"] < args.steps:
-        print(f"stopped at step {history['step']} of {args.steps}; run again to resume", flush=True)
-        return 0
-    if args.export:
-        model.eval()
-        report = pointing_report(model, tokenizer.vocabulary, scenes, args.extract_timesteps)
-        table = calibration_table(model, tokenizer.vocabulary,
-                                  held_out_scenes(args.eval_scenes, args.image_size, CALIBRATION_SEED))
-        for row, cells in table.items():
-            print(f"{row}: " + "  ".join(f"{k} {v[0]}/{v[1]}" for k, v in cells.items()), flush=True)
-        provenance = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "data": (f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
-                     f"cooccurrence={args.cooccurrence}, image_size={args.image_size})"),
-            "steps": history["step"],
-            "batch_size": args.batch_size,
-            "lr": args.lr,
-            "seed": args.seed,
-            "final_loss": round(float(np.mean(history["loss"][-100:])), 4),
-            "pointing_accuracy": {
-                "scenes": (f"{args.eval_scenes} unbiased held-out make_object_scenes scenes (random_state="
-                           f"{EVAL_SEED}, 2-4 objects)"),
-                "extract_timesteps": list(args.extract_timesteps),
-                "shape": round(report["shape"], 4), "color": round(report["color"], 4),
-                "n_shape": report["n_shape"], "n_color": report["n_color"],
-            },
-            "calibration_shape_color_percent": {
-                "scenes": (f"{args.eval_scenes} unbiased make_object_scenes scenes (random_state="
-                           f"{CALIBRATION_SEED}, 2-4 objects)"),
-                **table,
-            },
-            "train_minutes": round(history["seconds"] / 60, 1),
-            "threads": torch.get_num_threads(),
-            "torch": str(torch.__version__),
-        }
-        config = {**model.config, "vocabulary": list(tokenizer.vocabulary)}
-        digest = save_module(args.export, model, config, provenance, dtype=torch.float16)
-        print(f"pointing shape {report['shape']:.3f}, colour {report['color']:.3f}\n"
-              f"wrote {args.export} (sha256 {digest})", flush=True)
     return 0
+
+
+def _export(run, vocabulary, scenes):
+    """Write the teacher with its pointing accuracy on ``scenes`` and the calibration table on other scenes."""
+    args, model = run.args, run.model
+    report = pointing_report(model, vocabulary, scenes, args.extract_timesteps)
+    table = calibration_table(model, vocabulary, held_out_scenes(args.eval_scenes, args.image_size, CALIBRATION_SEED))
+    for row, cells in table.items():
+        print(f"{row}: " + "  ".join(f"{k} {v[0]}/{v[1]}" for k, v in cells.items()), flush=True)
+    provenance = recipe_provenance(
+        run, ("steps", "batch_size", "lr", "seed", "final_loss", "train_minutes", "threads", "torch"),
+        data=(f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
+              f"cooccurrence={args.cooccurrence}, image_size={args.image_size})"),
+        pointing_accuracy={
+            "scenes": (f"{args.eval_scenes} unbiased held-out make_object_scenes scenes (random_state="
+                       f"{EVAL_SEED}, 2-4 objects)"),
+            "extract_timesteps": list(args.extract_timesteps),
+            "shape": round(report["shape"], 4), "color": round(report["color"], 4),
+            "n_shape": report["n_shape"], "n_color": report["n_color"],
+        },
+        calibration_shape_color_percent={
+            "scenes": (f"{args.eval_scenes} unbiased make_object_scenes scenes (random_state="
+                       f"{CALIBRATION_SEED}, 2-4 objects)"),
+            **table,
+        },
+    )
+    config = {**model.config, "vocabulary": list(vocabulary)}
+    digest = save_module(args.export, model, config, provenance, dtype=torch.float16)
+    print(f"pointing shape {report['shape']:.3f}, colour {report['color']:.3f}\n"
+          f"wrote {args.export} (sha256 {digest})", flush=True)
 
 
 if __name__ == "__main__":
