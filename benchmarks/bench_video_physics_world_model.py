@@ -72,8 +72,8 @@ from skicml.video import (
     nearest_training_case,
     velocity_error,
 )
-from skicml.video._physics._pretrain import BUCKETS, N_COND, add_model_options, bucket_means, pretrained_model, \
-    recipe_model, speed_following
+from skicml.video._physics._evaluation import BUCKETS, N_COND, add_model_options, bucket_means, \
+    pretrained_model, recipe_model, speed_following
 
 #: The errors reported per scenario (the first is the headline).
 ERRORS = {"uniform": ["vel_error"], "collision": ["post_vel_err", "pre_vel_err", "momentum_err", "energy_err"]}

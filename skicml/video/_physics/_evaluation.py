@@ -8,8 +8,15 @@ divides by the width while its renderer spaced pixels by the width minus
 one, which scales every parsed velocity by ``(W - 1) / W``; and an object's
 position is the coverage-weighted centroid of its pixels, not the centroid
 of a thresholded mask, so sub-pixel positions are recovered without bias.
+
+The last section is the evaluation protocol of :class:`VideoWorldModel` that
+the ``skicml pretrain physics-world-model`` recipe and
+``benchmarks/bench_video_physics_world_model.py`` share: the model's
+options, the estimator they describe, and the scores per bucket of the
+evaluation grid.
 """
 
+import math
 import numbers
 
 import numpy as np
@@ -17,6 +24,7 @@ import pandas as pd
 from scipy.ndimage import gaussian_filter
 
 from ...datasets import PHYSICS_COLORS, physics_pixel_centers, simulate_physics
+from ._model import TIME_SAMPLINGS
 
 __all__ = [
     "attribute_priority_report",
@@ -644,3 +652,91 @@ def video_similarity(pred, true):
     vx, vy, cxy = blur(x * x) - mx ** 2, blur(y * y) - my ** 2, blur(x * y) - mx * my
     ssim = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx ** 2 + my ** 2 + c1) * (vx + vy + c2))
     return pd.DataFrame({"psnr": psnr, "ssim": ssim.mean(axis=(1, 2, 3, 4)).round(12)})
+
+
+# --------------------------------------------------------------------------
+# the world model's protocol: the recipe's and the benchmark's
+# --------------------------------------------------------------------------
+#: Conditioning frames of every clip; the rest are generated.
+N_COND = 3
+#: The buckets of the evaluation grid (:func:`skicml.datasets.make_physics_eval`).
+BUCKETS = ("id", "r_out", "v_out", "rv_out", "zero")
+
+
+def add_model_options(parser):
+    """The model's and the evaluation's options, shared by the recipe and the benchmark."""
+    parser.add_argument("--steps", type=int, default=1000, help="optimiser steps")
+    parser.add_argument("--n-frames", type=int, default=8, help="frames per clip, 3 of them given")
+    parser.add_argument("--patch-size", type=int, default=8)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--n-heads", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--ema-decay", type=float, default=0.99)
+    parser.add_argument("--time-sampling", default="logit_normal", choices=TIME_SAMPLINGS)
+    parser.add_argument("--sampling-steps", type=int, default=10)
+    parser.add_argument("--n-eval", type=int, default=30, help="clips per evaluation bucket")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    return parser
+
+
+def recipe_model(args, n_videos, **extra):
+    """The estimator of these options for ``n_videos`` training clips (the benchmark's, too).
+
+    ``fit`` runs whole epochs: ``--steps`` rounded to epochs of
+    ``ceil(n_videos / batch_size)`` steps.
+    """
+    from ._world_model import VideoWorldModel  # here: that module imports this one
+
+    steps_per_epoch = math.ceil(n_videos / args.batch_size)
+    return VideoWorldModel(patch_size=args.patch_size, d_model=args.d_model, depth=args.depth,
+                           n_heads=args.n_heads, n_sampling_steps=args.sampling_steps,
+                           time_sampling=args.time_sampling, ema_decay=args.ema_decay,
+                           max_epochs=max(1, round(args.steps / steps_per_epoch)), batch_size=args.batch_size,
+                           lr=args.lr, device=args.device, random_state=args.seed, **extra)
+
+
+def pretrained_model(source, args, clips):
+    """VideoWorldModel with the network of a weights file as it is, sampling as these options say.
+
+    ``source`` is a shipped name or a file; ``clips`` (whole clips) only
+    give ``fit`` the layout.
+    """
+    from ._world_model import VideoWorldModel  # here: that module imports this one
+
+    model = VideoWorldModel(pretrained=source, max_epochs=0, n_sampling_steps=args.sampling_steps,
+                            batch_size=args.batch_size, device=args.device, random_state=args.seed)
+    return model.fit(clips[:, :N_COND], clips[:, N_COND:])
+
+
+def bucket_means(future, test, scenario="uniform", column="vel_error"):
+    """Mean ``column`` of :func:`velocity_error` per bucket of the evaluation grid ``test``."""
+    errors = velocity_error(future, test.params, scenario, n_cond_frames=N_COND, states_true=test.states)
+    summary = summarize_by_bucket(errors, columns=[column])[column]["mean"]
+    return {bucket: float(summary.get(bucket, np.nan)) for bucket in BUCKETS}
+
+
+def speed_following(model, test):
+    """Does the generated speed follow the given one? Over the grid's in-distribution clips.
+
+    The correlation of the parsed speed of the rollouts with the true one,
+    the slope of the generated speed on the true one (1 when it follows, 0
+    when it ignores it: a correlation alone can be high between two nearly
+    constant speeds), both means, and the velocity error.
+    """
+    inside = (test.params["bucket"] == "id").to_numpy()
+    full = model.predict(test.videos[inside, :N_COND], return_full=True)
+    generated = infer_attributes(full, n_cond_frames=N_COND, colors=["red"])["velocity"].to_numpy()
+    true = test.params["v1"].to_numpy()[inside]
+    found = np.isfinite(generated)
+    errors = velocity_error(full, test.params[inside], "uniform", n_cond_frames=N_COND,
+                            states_true=test.states[inside])
+    correlation, slope = np.nan, np.nan
+    if found.sum() > 2:
+        correlation = np.corrcoef(true[found], generated[found])[0, 1]
+        slope = np.polyfit(true[found], generated[found], 1)[0]
+    return {"correlation": float(correlation), "slope": float(slope), "v_true_mean": float(true.mean()),
+            "v_generated_mean": float(np.mean(generated[found])) if found.any() else float("nan"),
+            "vel_error_id": float(errors["vel_error"].mean())}
