@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from sklearn.exceptions import NotFittedError
 
-from .._weights import recipe_command
 from ..datasets import make_wearable_cohort, wearable_variables, wearable_week_labels
+from ..utils.pretraining import RecipeRun, recipe_provenance, set_threads
 from ._encoder import WearableEncoder
 from ._evaluation import evaluate_probes
 from ._features import WeeklySummaryFeatures
@@ -80,8 +79,7 @@ def probe_report(transformer, n_people=600, n_weeks=4, variables="core", seed=12
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)
     X, meta, _, _ = make_wearable_cohort(
         n_people=args.people, n_weeks=args.weeks, variables=args.variables, random_state=args.seed
     )
@@ -102,18 +100,14 @@ def main(argv=None):
     print(table.to_string(index=False))
     if args.export:
         encoder.config_["channel_names"] = list(wearable_variables(args.variables)["name"])
-        encoder.provenance_ = {
-            "recipe": recipe_command(RECIPE_NAME, sys.argv[3:] if argv is None else argv),
-            "cohort": dict(n_people=args.people, n_weeks=args.weeks, variables=args.variables,
-                           random_state=args.seed),
-            "epochs": encoder.n_iter_,
-            "train_loss": [round(v, 4) for v in encoder.history_],
-            "seed": args.seed,
-            "threads": torch.get_num_threads(),
-            "train_minutes": encoder.provenance_["train_minutes"],
-            "torch": str(torch.__version__),
-            "probe_scores": table.round(4).to_dict(orient="list"),
-        }
+        # The epoch loop trained it (the estimator's fit, resumable from --checkpoint-dir), not the recipes' step
+        # loop: the provenance is the recipes' all the same.
+        encoder.provenance_ = recipe_provenance(
+            RecipeRun(args, RECIPE_NAME, argv), ("seed", "threads", "torch"),
+            cohort=dict(n_people=args.people, n_weeks=args.weeks, variables=args.variables, random_state=args.seed),
+            epochs=encoder.n_iter_, train_loss=[round(v, 4) for v in encoder.history_],
+            train_minutes=encoder.provenance_["train_minutes"], probe_scores=table.round(4).to_dict(orient="list"),
+        )
         digest = encoder.save(args.export)
         print(f"wrote {args.export} (sha256 {digest})")
     return 0
