@@ -35,9 +35,8 @@ a tensor as large as the patches, read plus write).
 
 import argparse
 import json
-import os
-import subprocess
-import sys
+
+from _common import measure_child, median_times, run_child
 
 DEFAULT_SIZES = (1000, 10000)
 N_KEYFRAMES = 32
@@ -88,43 +87,21 @@ def _route(name):
 
 def child(route, n, args):
     """Run one route at one size; print a JSON line with its measurements."""
-    import resource
-    import statistics
-    import time
-
     import torch
 
     torch.set_num_threads(args.threads)
     inputs = _data(n, args.patches, args.dim)
     fn = _route(route)
-    # The first call loads parts of torch: on tiny inputs, so that it counts
-    # in the baseline and not in the merge's memory.
-    fn(*_data(40, args.patches, args.dim))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tokens, _ = fn(*inputs)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        tokens, _ = fn(*inputs)
-        times.append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    (tokens, _), measured = measure_child(lambda: fn(*inputs), args.repeats,
+                                          warmup=lambda: fn(*_data(40, args.patches, args.dim)))
     rows = torch.linspace(0, tokens.shape[0] - 1, min(tokens.shape[0], 64)).long()
-    print(json.dumps({
-        "seconds": statistics.median(times), "peak_mb": peak / 1024,
-        "extra_mb": (peak - before) / 1024, "rows": tokens.shape[0],
-        "sample": tokens[rows].tolist(),
-    }))
+    print(json.dumps({**measured, "rows": tokens.shape[0], "sample": tokens[rows].tolist()}))
 
 
 def _spawn(route, n, args):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-    command = [sys.executable, __file__, "--child", route, str(n), "--patches", str(args.patches),
-               "--dim", str(args.dim), "--threads", str(args.threads),
-               "--repeats", str(args.repeats)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"{route} at n={n} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", route, str(n), "--patches", str(args.patches), "--dim", str(args.dim),
+                                "--threads", str(args.threads), "--repeats", str(args.repeats)],
+                     args.threads, f"{route} at n={n}")
 
 
 def _max_diff(a, b):
@@ -169,7 +146,6 @@ def cpu_table(args):
 
 def gpu_table(args):
     import torch
-    from _common import median_times
 
     from skicml.ops import differential_merge, differential_merge_reference
 

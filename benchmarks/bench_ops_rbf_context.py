@@ -23,9 +23,8 @@ two outputs. Ratios above 1 favour the op.
 
 import argparse
 import json
-import os
-import subprocess
-import sys
+
+from _common import measure_child, run_child
 
 DEFAULT_SIZES = (2000, 5000, 10000, 20000)
 
@@ -59,10 +58,6 @@ def _dense(x, anchors, v, gamma, masks):
 
 def child(route, n, args):
     """Run one route at one size; print a JSON line with its measurements."""
-    import resource
-    import statistics
-    import time
-
     import torch
 
     from skicml.ops import rbf_context_matmul
@@ -71,39 +66,18 @@ def child(route, n, args):
     x, anchors, v, masks = _data(n, args.p, args.d, args.n_masks)
     gamma = 1.0 / args.p
     fn = rbf_context_matmul if route == "op" else _dense
-
-    def run():
-        return fn(x, anchors, v, gamma, masks)
-
-    # The first call of an op loads parts of torch; do it on tiny inputs so
-    # that it counts in the baseline, not in the product's memory.
     tiny = _data(8, args.p, args.d, args.n_masks)
-    fn(*tiny[:3], gamma, tiny[3])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = run()
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out, measured = measure_child(lambda: fn(x, anchors, v, gamma, masks), args.repeats,
+                                  warmup=lambda: fn(*tiny[:3], gamma, tiny[3]))
     rows = torch.linspace(0, n - 1, min(n, 64)).long()
-    print(json.dumps({
-        "seconds": statistics.median(times), "peak_mb": peak / 1024,
-        "extra_mb": (peak - before) / 1024,
-        "sample": out[rows].tolist(),
-    }))
+    print(json.dumps({**measured, "sample": out[rows].tolist()}))
 
 
 def _spawn(route, n, args):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-    command = [sys.executable, __file__, "--child", route, str(n), "--p", str(args.p),
-               "--d", str(args.d), "--n-masks", str(args.n_masks), "--threads", str(args.threads),
-               "--repeats", str(args.repeats)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"{route} at n={n} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", route, str(n), "--p", str(args.p), "--d", str(args.d),
+                                "--n-masks", str(args.n_masks), "--threads", str(args.threads),
+                                "--repeats", str(args.repeats)],
+                     args.threads, f"{route} at n={n}")
 
 
 def _max_rel_diff(a, b):

@@ -3,6 +3,7 @@
 import importlib.util
 import io
 import json
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -10,7 +11,12 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def load_benchmark(name):
-    """The module of ``benchmarks/<name>.py``."""
+    """The module of ``benchmarks/<name>.py``, with its folder on the path as when it runs as a script.
+
+    The scripts import their shared scaffolding as ``from _common import ...``.
+    """
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -41,7 +41,7 @@ def test_spawn_command_runs_the_child(bench, monkeypatch):
             bench.main(command[2:])
         return subprocess.CompletedProcess(command, 0, out.getvalue(), "")
 
-    monkeypatch.setattr(bench.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     args = argparse.Namespace(p=2, d=3, n_masks=1, threads=1, repeats=1)
     result = bench._spawn("op", 32, args)
     assert result["seconds"] > 0 and result["peak_mb"] > 0
