@@ -147,6 +147,11 @@ class TorchEstimatorMixin:
     def __sklearn_tags__(self):
         tags = as_skicml_tags(super().__sklearn_tags__())
         tags.expected_failed_checks = dict(tags.expected_failed_checks)
+        # Unseeded (random_state=None), a fit draws a fresh torch seed, so
+        # initial weights, dropout, shuffles and ensemble permutations differ
+        # from run to run; seeded, two fits agree. An estimator whose
+        # randomness follows another parameter overrides this in its own tags.
+        tags.non_deterministic = tags.non_deterministic or getattr(self, "random_state", False) is None
         return tags
 
     def _device(self):

@@ -217,14 +217,54 @@ def test_every_documented_snippet_is_seeded():
 
     from sklearn.utils import get_tags
 
-    # The estimators whose results differ from run to run unless seeded.
-    seeded = {name for name, cls in all_estimators() if get_tags(cls()).non_deterministic}
+    classes = dict(all_estimators())
+
+    def differs_unseeded(name, keywords):
+        """Whether ``name(**keywords)`` gives results that differ from run to run
+        unless seeded: its tags, with the call's literal arguments (a
+        ``pretrained=`` teacher is not trained from a random start)."""
+        literal = {}
+        for keyword in keywords:
+            try:
+                literal[keyword.arg] = ast.literal_eval(keyword.value)
+            except ValueError:
+                pass  # a variable: the default stands in for it
+        try:
+            estimator = classes[name](**literal)
+        except TypeError:
+            estimator = classes[name]()
+        return get_tags(estimator).non_deterministic
+
     unseeded = []
     for path in [ROOT / "README.rst", *sorted((ROOT / "doc").glob("*.rst"))]:
         for line, tree in _python_snippets(path.read_text()):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Call):
                     name = getattr(node.func, "id", getattr(node.func, "attr", None))
-                    if name in seeded and "random_state" not in {k.arg for k in node.keywords}:
+                    keywords = [k for k in node.keywords if k.arg is not None]
+                    if (name in classes and "random_state" not in {k.arg for k in keywords}
+                            and differs_unseeded(name, keywords)):
                         unseeded.append(f"{path.name}:{line + node.lineno}: {name}(...)")
     assert not unseeded, "snippets without random_state: " + ", ".join(unseeded)
+
+
+def test_the_install_page_lists_every_extra_and_what_it_brings():
+    """doc/install.rst's extras table names each extra of setup.py and each package it installs."""
+    import ast
+    import re
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    extras = next(ast.literal_eval(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "EXTRAS")
+    page = (ROOT / "doc" / "install.rst").read_text()
+    table = page.split(".. list-table::", 1)[1].split("\n\n", 2)[1]
+    rows = re.split(r"\n   \* - ", "\n" + table)[1:]
+    listed = {}
+    for row in rows:
+        name, _, rest = row.partition("\n")
+        listed[name.strip().strip("`")] = rest
+    assert set(extras) | {"all"} <= set(listed), f"extras missing from doc/install.rst: {set(extras) - set(listed)}"
+    for extra, requirements in extras.items():
+        for requirement in requirements:
+            package = re.split(r"[<>=;\[ ]", requirement, maxsplit=1)[0]
+            assert f"``{package.removesuffix('_torch')}" in listed[extra], (extra, package)

@@ -734,6 +734,10 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # random_state seeds random weights only; shipped and local weights load the same every time.
+        tags.non_deterministic = tags.non_deterministic and (
+            self.pretrained == _RANDOM or (self.pretrained is None and self.model_config is not None)
+        )
         tags.transformer_tags.preserves_dtype = []
         if self.modality == "text":
             tags.input_tags.two_d_array = False

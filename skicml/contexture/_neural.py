@@ -496,7 +496,6 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
         try:
             context = self._resolved_context()
         except (TypeError, ValueError):

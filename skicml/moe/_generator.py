@@ -610,7 +610,6 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
         tags.three_d_input = True
         tags.target_tags.required = False
         return tags

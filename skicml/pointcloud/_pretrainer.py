@@ -233,7 +233,6 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
         tags.input_tags.three_d_array = True
         tags.three_d_input = True
         return tags

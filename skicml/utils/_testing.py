@@ -1,10 +1,14 @@
 """A minimal estimator built on :mod:`skicml.base`, for testing the machinery.
 
 It is deliberately the smallest complete example of the estimator pattern
-(validation, seeding, the shared training loop, fitted attributes, predict
-under inference mode), so the common test suite can prove the shared
-machinery passes scikit-learn's checks before any method lands on it. It is
-private and not listed by :func:`skicml.utils.all_estimators`.
+(declared parameter rules, validation, seeding, the shared training loop,
+fitted attributes, class logits under inference mode with
+:class:`~skicml.base.LogitsClassifierMixin` turning them into
+``predict_proba`` / ``predict`` / ``decision_function``, the tags of
+:class:`~skicml.base.TorchEstimatorMixin`), so the common test suite can prove
+the shared machinery passes scikit-learn's checks before any method lands on
+it, and a new estimator can be written by copying it. It is private and not
+listed by :func:`skicml.utils.all_estimators`.
 """
 
 import numpy as np
@@ -13,11 +17,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import TorchEstimatorMixin, seeded, to_tensor
+from ..base import LogitsClassifierMixin, TorchEstimatorMixin, seeded, to_tensor
 from .param_validation import Integral, Interval, fit_context, shared_constraints
 
 
-class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
+class _TinyMLPClassifier(TorchEstimatorMixin, LogitsClassifierMixin, ClassifierMixin, BaseEstimator):
     """One-hidden-layer perceptron trained by :func:`skicml.utils.training.fit_module`.
 
     Parameters
@@ -91,24 +95,13 @@ class _TinyMLPClassifier(TorchEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_iter_ = history.n_epochs
         return self
 
-    def decision_function(self, X):
+    def _class_logits(self, X):
+        # What LogitsClassifierMixin reads: check fittedness first, then one
+        # row of class logits per sample.
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         device = self._device()
         module = self.module_.to(device)
         with torch.inference_mode():
             logits = module(to_tensor((X - self.mean_) / self.scale_, dtype="float64", device=device))
-        logits = logits.cpu().numpy()
-        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
-
-    def predict_proba(self, X):
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            scores = np.column_stack([-scores, scores]) / 2
-        scores = scores - scores.max(axis=1, keepdims=True)
-        proba = np.exp(scores)
-        return proba / proba.sum(axis=1, keepdims=True)
-
-    def predict(self, X):
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+        return logits.cpu().numpy()

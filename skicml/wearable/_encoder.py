@@ -438,7 +438,6 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         tags.input_tags.allow_nan = True
         tags.three_d_input = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.non_deterministic = self.random_state is None
         return tags
 
 

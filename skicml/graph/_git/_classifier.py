@@ -434,6 +434,5 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
         tags.transformer_tags.preserves_dtype = [self.dtype]
         return tags

@@ -256,6 +256,5 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
         tags.transformer_tags.preserves_dtype = []
         return tags

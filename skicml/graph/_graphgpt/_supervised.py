@@ -161,11 +161,6 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
         module = self.module_.to(self._device()).eval()
         return self._batched(module, tokens, "predict").double().numpy()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags
-
 
 class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
     __doc__ = """GraphGPT fine-tuned for graph-level regression.

@@ -214,8 +214,3 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
                 batch = {k: v[start:start + self.batch_size].to(device) for k, v in inputs.items()}
                 out.append(module(**batch).double().cpu())
         return torch.cat(out).numpy()
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags

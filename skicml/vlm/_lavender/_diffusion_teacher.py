@@ -463,6 +463,8 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # random_state seeds a network trained from scratch; a pretrained teacher loads the same every time.
+        tags.non_deterministic = tags.non_deterministic and self.pretrained is None
         tags.target_tags.required = self.pretrained is None
         return tags
 
