@@ -199,7 +199,7 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
         Weight of the second term of the score ``tau``.
     dtype : {"float32", "float64"}, default="float32"
         Precision of the network (the post-hoc step is in float64).
-    device : str, default="cpu"
+    device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
         Seeds the network, the views and the positive pairs.
     verbose : int, default=0
@@ -281,7 +281,7 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
     def __init__(self, context=None, n_components=32, *, n_outputs=None, objective="vicreg",
                  hidden_sizes=(256, 256), activation="tanh", skip_connections=True, n_views=2, n_eval_views=8,
                  max_epochs=100, batch_size=256, lr=1e-3, weight_decay=1e-4, optimizer="adamw",
-                 vicreg_weights=(25.0, 25.0, 1.0), beta=1.0, dtype="float32", device="cpu", random_state=None,
+                 vicreg_weights=(25.0, 25.0, 1.0), beta=1.0, dtype="float32", device="auto", random_state=None,
                  verbose=0):
         self.context = context
         self.n_components = n_components

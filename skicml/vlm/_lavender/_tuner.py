@@ -217,7 +217,8 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         Shape of one image when ``X`` is a 2-D array of flattened images.
     max_new_tokens : int, default=80
         Caption length limit of :meth:`predict`.
-    device : str, default="cpu"
+    device : str or torch.device, default="auto"
+        Where the fine-tuned copy of the backbone computes.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
 
@@ -278,7 +279,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                  aggregation="aligner_then_mean", aligner_hidden=32, aligner_norm="instance", word_key="target",
                  peft="lora", lora_r=8, lora_alpha=32.0, lora_dropout=0.05, lora_targets=None, lr=1e-4,
                  weight_decay=0.0, max_epochs=3, batch_size=4, prompt=DEFAULT_PROMPT, image_shape=None,
-                 max_new_tokens=80, device="cpu", random_state=None, verbose=0):
+                 max_new_tokens=80, device="auto", random_state=None, verbose=0):
         self.backbone = backbone
         self.teacher = teacher
         self.align_weight = align_weight

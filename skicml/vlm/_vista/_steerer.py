@@ -95,6 +95,10 @@ class VisualSteeringVector(_SteeringInputMixin, TorchEstimatorMixin, Transformer
         ``(height, width[, channels])`` of the rows of a 2-D ``X``.
     batch_size : int, default=8
     device : str or torch.device, default="cpu"
+        Not where the vectors are computed: VISTA reads the backbone where
+        its weights are and never moves it (move the backbone to compute on
+        a GPU). Kept for the same parameters as :class:`VISTASteerer`, with
+        its default: "cpu" rather than "auto", the shipped tiny VLM's device.
 
     Attributes
     ----------
@@ -254,6 +258,11 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
     image_shape : tuple of int or None, default=None
     batch_size : int, default=8
     device : str or torch.device, default="cpu"
+        The device of nucleus sampling's random generator, which must be
+        the device of the backbone's weights: VISTA computes where the
+        backbone is and never moves it. "cpu" rather than "auto" because
+        the shipped tiny VLM loads on the CPU; pass the backbone's device
+        with a backbone on a GPU.
     random_state : int, RandomState instance or None, default=None
         Seeds nucleus sampling.
 
