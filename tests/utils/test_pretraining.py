@@ -6,6 +6,8 @@ regression batches.
 """
 
 import argparse
+import json
+import textwrap
 
 import pytest
 import torch
@@ -161,3 +163,65 @@ def test_provenance_names_its_standard_keys():
         "recipe": "skicml pretrain toy --first-call"}
     with pytest.raises(ValueError, match="Unknown provenance keys.*'tables'"):
         recipe_provenance(run, ("steps", "tables"))
+
+
+
+WORKER = textwrap.dedent('''
+    import argparse, json, os, sys
+    import torch
+    import torch.distributed as dist
+    from skicml.utils.pretraining import add_run_options, run_recipe
+
+    class Stream:
+        def __init__(self, rank):
+            self.generator = torch.Generator().manual_seed(rank)
+        def sample(self):
+            x = torch.randn(4, 3, generator=self.generator)
+            return x, x.sum(1, keepdim=True)
+        def state_dict(self):
+            return {"generator": self.generator.get_state()}
+        def load_state_dict(self, state):
+            self.generator.set_state(state["generator"])
+
+    folder, seen = sys.argv[1], {"exports": []}
+
+    def build_model(run):
+        seen["model"] = torch.nn.Linear(3, 1)
+        return seen["model"]
+
+    def make_source(run):
+        seen.update(rank=run.rank, world_size=run.world_size, initialized=dist.is_initialized())
+        return Stream(run.rank)
+
+    def export(run):
+        seen["exports"].append(run.rank)
+        torch.save(run.model.state_dict(), run.args.export)
+
+    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser()
+    for option, default in (("--steps", 3), ("--lr", 0.1), ("--seed", 0)):
+        parser.add_argument(option, type=type(default), default=default)
+    argv = ["--checkpoint", os.path.join(folder, "run.ckpt"), "--export", os.path.join(folder, "model.pt"), "--quiet"]
+    history = run_recipe(add_run_options(parser).parse_args(argv), argv, "toy", build_model=build_model,
+                         make_source=make_source, loss=lambda model, batch: ((model(batch[0]) - batch[1]) ** 2).mean(),
+                         export=export, distributed=True)
+    model = seen.pop("model")
+    seen.update(items=history["items"], torn_down=not dist.is_initialized(),
+                params=torch.cat([p.detach().flatten() for p in model.parameters()]).tolist())
+    json.dump(seen, open(os.path.join(folder, f"{seen['rank']}.json"), "w"))
+''')
+
+
+@pytest.mark.distributed
+def test_a_distributed_recipe_sets_up_trains_on_every_rank_exports_once_and_tears_down(tmp_path, torchrun):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    torchrun(script, tmp_path)
+    ranks = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
+    assert [(r["rank"], r["world_size"], r["initialized"], r["torn_down"]) for r in ranks] == [
+        (0, 2, True, True), (1, 2, True, True)]
+    assert ranks[0]["params"] == pytest.approx(ranks[1]["params"], abs=1e-6)
+    assert ranks[0]["items"] == 3 * 4 * 2  # steps x rows per rank x ranks
+    assert ranks[0]["exports"] == [0] and ranks[1]["exports"] == []
+    exported = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert exported["weight"].flatten().tolist() == pytest.approx(ranks[0]["params"][:3])
