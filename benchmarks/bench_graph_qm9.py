@@ -32,6 +32,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
+from _common import fit_predict_timed
 
 from skicml.datasets import HARTREE_TO_EV, qm9_split
 from skicml.graph import GraphGPTRegressor, as_graph_list, smiles_to_graphs
@@ -105,6 +106,21 @@ def gine_for(graphs, n_outputs=1):
     return GINE(atom_card, bond_card, n_outputs=n_outputs)
 
 
+def train_gine(model, loader, epochs, loss):
+    """Fit ``model`` on ``loader`` for ``epochs`` passes (AdamW, one-cycle schedule), minimising ``loss``."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, total_steps=epochs * len(loader))
+    model.train()
+    for _ in range(epochs):
+        for batch in loader:
+            value = loss(model(batch), batch.y)
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+            schedule.step()
+    return model.eval()
+
+
 def fit_gine(train_graphs, y_train, test_graphs, seed, epochs):
     from torch_geometric.loader import DataLoader
 
@@ -113,20 +129,9 @@ def fit_gine(train_graphs, y_train, test_graphs, seed, epochs):
     mean, scale = y_train.mean(), y_train.std()
     train = [to_pyg(g, float((t - mean) / scale)) for g, t in zip(train_graphs, y_train)]
     model = gine_for(train_graphs + test_graphs)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    loader = DataLoader(train, batch_size=64, shuffle=True)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, total_steps=epochs * len(loader))
-    model.train()
-    for _ in range(epochs):
-        for batch in loader:
-            loss = torch.nn.functional.l1_loss(model(batch), batch.y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
+    train_gine(model, DataLoader(train, batch_size=64, shuffle=True), epochs, torch.nn.functional.l1_loss)
     fit_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    model.eval()
     with torch.no_grad():
         test = DataLoader([to_pyg(g) for g in test_graphs], batch_size=256)
         predicted = torch.cat([model(batch) for batch in test]).numpy() * scale + mean
@@ -138,12 +143,7 @@ def fit_graphgpt(train, y_train, test, seed, epochs, pretrained, size):
         pretrained=pretrained, max_epochs=epochs, batch_size=64, lr=3e-4 if pretrained else 6e-4,
         weight_decay=0.02, warmup_fraction=0.1, n_views=4, random_state=seed, **size,
     )
-    start = time.perf_counter()
-    model.fit(train, y_train)
-    fit_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    predicted = model.predict(test)
-    return predicted, fit_seconds, time.perf_counter() - start, model
+    return (*fit_predict_timed(model, train, y_train, test), model)
 
 
 def fit_probe(train, y_train, test, size):
@@ -159,12 +159,7 @@ def fit_probe(train, y_train, test, size):
         StandardScaler(),
         RidgeCV(alphas=np.logspace(-2, 4, 13)),
     )
-    start = time.perf_counter()
-    model.fit(train, y_train)
-    fit_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    predicted = model.predict(test)
-    return predicted, fit_seconds, time.perf_counter() - start
+    return fit_predict_timed(model, train, y_train, test)
 
 
 def serialization_share(model, graphs, fit_seconds):

@@ -41,12 +41,11 @@ import importlib.util
 import random
 import time
 from itertools import pairwise
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import torch
-from _common import median_times
+from _common import median_times, wheel_folder
 
 from skicml.ops import euler_serialize, euler_serialize_reference
 
@@ -86,7 +85,7 @@ def qm9_molecules(n_graphs, seed=0):
 
     RDLogger.DisableLog("rdApp.*")
     # Located, not imported: `import qm9pack` fails with setuptools >= 81.
-    folder = Path(importlib.util.find_spec("qm9pack").submodule_search_locations[0]) / "data"
+    folder = wheel_folder("qm9pack", "data")
     parts = [folder / f"qm9_part{i}.csv" for i in (1, 2, 3)]
     smiles = pd.concat([pd.read_csv(part, usecols=["SMILES"]) for part in parts])["SMILES"]
     # A random sample: the table is ordered by size, its first rows are CH4, NH3, ...

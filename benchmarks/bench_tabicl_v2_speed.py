@@ -27,12 +27,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+from _common import timed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,12 +75,6 @@ def _table(n_train, n_test, n_features, task, seed=0):
     return X[:n_train], X[n_train:], y[:n_train], y[n_train:]
 
 
-def _timed(function):
-    start = time.perf_counter()
-    out = function()
-    return time.perf_counter() - start, out
-
-
 def _top_operators(function, count=4):
     """The operators taking most of one call of ``function``: [(name, seconds), ...]."""
     from torch.profiler import ProfilerActivity, profile
@@ -112,13 +106,13 @@ def measure(task, official, path, n_train, n_test, n_features, n_estimators, rep
     load = [os.getloadavg()[0]]
     row = {}
     for name, estimator in (("official", theirs), ("skicml", ours)):
-        fit_seconds, _ = _timed(lambda: estimator.fit(X_train, y_train))
-        first, out = _timed(predict[name])
+        fit_seconds, _ = timed(lambda: estimator.fit(X_train, y_train))
+        first, out = timed(predict[name])
         row[name] = dict(fit=fit_seconds, first=first, again=[], out=out)
         load.append(os.getloadavg()[0])
     for _ in range(repeats):  # taking turns: a changing load falls on both
         for name in row:
-            row[name]["again"].append(_timed(predict[name])[0])
+            row[name]["again"].append(timed(predict[name])[0])
         load.append(os.getloadavg()[0])
     for name in row:
         row[name]["again"] = statistics.median(row[name]["again"]) if repeats else np.nan
