@@ -62,6 +62,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
+from _common import fit_predict_timed
 
 from skicml.datasets import make_attribute_pair_split, make_physics_eval, make_physics_videos
 from skicml.video import (
@@ -251,12 +252,8 @@ def main(argv=None):
         case = CaseBasedVideoPredictor().fit(X, y)
         results["errors"] += bucket_errors("CaseBased (pixel 1-NN)", case.predict(X_test), test, args, size)
         model = recipe_model(args, size)
-        start = time.perf_counter()
-        model.fit(X, y)
-        fit_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        future = model.predict(X_test)
-        predict_seconds = (time.perf_counter() - start) / len(X_test)
+        future, fit_seconds, predict_seconds = fit_predict_timed(model, X, y, X_test)
+        predict_seconds /= len(X_test)
         rows = bucket_errors("VideoWorldModel", future, test, args, size)
         for row in rows:
             row.update(fit_seconds=fit_seconds, predict_seconds_per_video=predict_seconds, epochs=model.n_iter_,
