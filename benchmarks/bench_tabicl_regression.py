@@ -30,14 +30,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from _common import (
-    add_tabular_arguments,
-    categorical_columns,
-    one_thread_per_job,
-    ordinal_trees,
-    run_jobs,
-    wheel_folder,
-)
+from _common import (add_tabular_arguments, categorical_columns, one_thread_per_job, ordinal_trees, run_jobs,
+                     wheel_folder)
 from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import RidgeCV
