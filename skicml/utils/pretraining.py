@@ -125,14 +125,14 @@ class RecipeRun:
     args: object
     name: str
     argv: list = None
-    rank: int = 0
-    world_size: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    model: torch.nn.Module = None
-    history: dict = None
-    final: object = None
     command: str = field(init=False)
-    _owns_process_group: bool = field(default=False, repr=False)
+    rank: int = field(init=False, default=0)
+    world_size: int = field(init=False, default=1)
+    device: torch.device = field(init=False, default_factory=lambda: torch.device("cpu"))
+    model: torch.nn.Module = field(init=False, default=None, repr=False)
+    history: dict = field(init=False, default=None, repr=False)
+    final: object = field(init=False, default=None, repr=False)
+    _owns_process_group: bool = field(init=False, default=False, repr=False)
 
     def __post_init__(self):
         self.command = recipe_command(self.name, sys.argv[3:] if self.argv is None else self.argv)
