@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -101,7 +102,27 @@ class Augmented(torch.nn.Module):
                 points = self.augment(points)
             else:
                 points = rotate_clouds(points, "y" if self.augment == "rotate_y" else "so3")
+        if self.training and len(points) == 1:
+            # Batch norm has no statistics of one cloud (torch refuses it): a lone cloud, the last batch of
+            # n = k * batch_size + 1 clouds or a training set of one, is normalised with the running
+            # statistics. The official loader drops every incomplete last batch instead (drop_last=True),
+            # which would train nothing on fewer clouds than a batch.
+            with _running_batch_norm(self.network):
+                return self.network(points)
         return self.network(points)
+
+
+@contextlib.contextmanager
+def _running_batch_norm(module):
+    """The batch-norm layers of ``module`` that are training use (and keep) their running statistics."""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training]
+    for norm in norms:
+        norm.eval()
+    try:
+        yield
+    finally:
+        for norm in norms:
+            norm.train()
 
 
 class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimatorMixin, ClassifierMixin,
@@ -172,6 +193,11 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         to one of the same shape.
     max_epochs : int, default=60
     batch_size : int, default=32
+        Clouds a training step. A step of one cloud (the last batch of
+        ``k * batch_size + 1`` training clouds, or a training set of one)
+        normalises it with the batch-norm layers' running statistics, which
+        it leaves as they are; the official loader drops every incomplete
+        last batch instead.
     lr : float, default=5e-4
     weight_decay : float, default=0.05
         AdamW's decoupled weight decay, as in the official code not applied

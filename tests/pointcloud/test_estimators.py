@@ -235,3 +235,33 @@ def test_weight_decay_spares_biases_norms_and_tokens_as_the_official_code():
     assert {name for name in parameters if name.endswith(".bias")} <= exempt
     assert not exempt & {"prompt_embeddings", "point_prompt", "cls_pos"}
     assert all(parameters[name].ndim == 1 for name in exempt - {"cls_token"})
+
+
+# ------------------------------------------------------------------ issue 64
+@pytest.mark.parametrize("n_clouds, batch_size, validation_fraction", [
+    (17, 16, None),   # a last batch of one cloud
+    (1, 16, None),    # one cloud in all
+    (108, 32, 0.1),   # 97 training clouds after the split: 3 x 32 + 1
+])
+def test_a_training_batch_of_one_cloud_trains(n_clouds, batch_size, validation_fraction):
+    # Batch norm cannot take statistics of one cloud in training; that batch normalises with running statistics.
+    data = make_point_clouds(max(n_clouds, 2), n_points=64, classes=["sphere", "cube"], random_state=0)
+    X, y = data.points[:n_clouds], data.target[:n_clouds]
+    model = _classifier(max_epochs=1, batch_size=batch_size, validation_fraction=validation_fraction).fit(X, y)
+    assert np.isfinite(model.history_["train_loss"]).all()
+    assert model.predict_proba(X[:2]).shape == (len(X[:2]), len(np.unique(y)))
+
+
+def test_batch_norm_of_a_lone_cloud_keeps_its_statistics_and_mode(data):
+    from skicml.pointcloud._classifier import Augmented
+
+    model = _classifier(max_epochs=1)
+    network = Augmented(GAPromptNetwork(_backbone(), 3, head_hidden=16, n_token_prompts=4), None).train()
+    norms = [m for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    modes = [m.training for m in norms]
+    before = [m.running_mean.clone() for m in norms]
+    clouds = torch.as_tensor(model._clouds(data.points[:1], reset=True))
+    assert network(clouds).shape == (1, 3)
+    assert [m.training for m in norms] == modes
+    for norm, mean in zip(norms, before):
+        torch.testing.assert_close(norm.running_mean, mean)
