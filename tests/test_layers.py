@@ -38,6 +38,7 @@ dynamic by design and not checked here.
 
 import ast
 import pathlib
+import re
 import textwrap
 
 import pytest
@@ -465,3 +466,106 @@ def test_the_cycle_finder_sees_module_level_cycles_only(tmp_path):
     # Nor under ``if TYPE_CHECKING:``.
     files["utils/training.py"] = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..base import _check\n"
     assert import_cycles(_tree(tmp_path / "typing", files), "pkg") == []
+
+
+# --------------------------------------------------------------------------
+# ownership: a module of ops, nn or datasets that one family uses says so
+# --------------------------------------------------------------------------
+LAYERS_WITH_OWNERS = ("ops", "nn", "datasets")
+OWNER_LINE = re.compile(r"Used by one family: ``(\w+)``")
+
+
+def shared_layer_users(root=ROOT, prefix="skicml"):
+    """``{module of ops/nn/datasets: the families that use it}``, from static imports.
+
+    A name imported from a layer's package (``from ..nn import LlamaBlock``)
+    counts for the module that defines it there; a module used by another
+    module of the shared layers counts for that module's families too
+    (``ops._ssd_scan`` through ``nn.mamba2``). Imports by the shared
+    machinery (``utils``' test data, ``base``) are not a family's.
+    """
+    modules = _modules(root, prefix)
+    known = set(modules)
+    packages = {m for m, (_, is_package) in modules.items() if is_package}
+    families = {_top(m) for m in packages if _top(m)} - SHARED
+    defined = {}
+    for layer in LAYERS_WITH_OWNERS:
+        package = f"{prefix}.{layer}"
+        if package in modules:
+            for node in ast.parse(modules[package][0]).body:
+                if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                    for alias in node.names:
+                        defined[package, alias.asname or alias.name] = f"{package}.{node.module}"
+    users = {m: set() for m in known}
+    for name, (source, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in known:
+                        users[alias.name].add(name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    module = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+                else:
+                    module = node.module
+                for alias in node.names:
+                    child = f"{module}.{alias.name}"
+                    target = child if child in known else defined.get((module, alias.name), module)
+                    if target in known and target != name:
+                        users[target].add(name)
+
+    def family_users(module, seen):
+        found = set()
+        for user in users[module]:
+            if user in seen or user == f"{prefix}.{_top(user)}" and _top(user) in LAYERS_WITH_OWNERS:
+                continue  # a layer's __init__ re-exports, it does not use
+            seen.add(user)
+            if _top(user) in families:
+                found.add(_top(user))
+            elif _top(user) in LAYERS_WITH_OWNERS:
+                found |= family_users(user, seen)
+        return found
+
+    return {
+        m: family_users(m, {m}) for m in sorted(known)
+        if _top(m) in LAYERS_WITH_OWNERS and m != f"{prefix}.{_top(m)}"
+    }
+
+
+def ownership_problems(root=ROOT, prefix="skicml"):
+    modules = _modules(root, prefix)
+    problems = []
+    for module, families in shared_layer_users(root, prefix).items():
+        claimed = OWNER_LINE.findall(ast.get_docstring(ast.parse(modules[module][0])) or "")
+        if len(families) == 1 and claimed != sorted(families):
+            problems.append(f"{module}: used by {sorted(families)[0]} alone; its docstring should say "
+                            f"'Used by one family: ``{sorted(families)[0]}``', not {claimed}")
+        elif len(families) > 1 and claimed:
+            problems.append(f"{module}: says 'Used by one family: ``{claimed[0]}``' but {sorted(families)} use it")
+    return problems
+
+
+def test_single_family_modules_of_the_shared_layers_name_their_family():
+    # Issue 56: a block one family uses is that family's to change; the line says whose.
+    assert ownership_problems() == []
+
+
+def test_the_ownership_check_follows_re_exports_and_layers(tmp_path):
+    files = dict(BASE_TREE)
+    files["ops/_kernel.py"] = '"""An op.\n\nUsed by one family: ``fam``.\n"""\nimport torch\nfrom . import _dispatch\n'
+    files["nn/block.py"] = '"""A block."""\nfrom ..ops import op\n'
+    files["datasets/_shapes.py"] = '"""Shapes.\n\nUsed by one family: ``fam``.\n"""\nimport numpy\n'
+    root = _tree(tmp_path / "one", files)
+    users = shared_layer_users(root, "pkg")
+    # fam imports Block from the nn package; Block's module uses the op.
+    assert users["pkg.nn.block"] == {"fam"} and users["pkg.ops._kernel"] == {"fam"}
+    assert users["pkg.datasets._shapes"] == {"fam"} and users["pkg.ops._dispatch"] == {"fam"}
+    assert ownership_problems(root, "pkg") == [
+        "pkg.nn.block: used by fam alone; its docstring should say 'Used by one family: ``fam``', not []",
+        "pkg.ops._dispatch: used by fam alone; its docstring should say 'Used by one family: ``fam``', not []",
+    ]
+    files["dom/_meth/_method.py"] += "from ...nn import Block\n"
+    problems = ownership_problems(_tree(tmp_path / "two", files), "pkg")
+    assert problems == ["pkg.ops._kernel: says 'Used by one family: ``fam``' but ['dom', 'fam'] use it"]

@@ -1,5 +1,8 @@
 """Synthetic data with a known answer for the contexture family.
 
+Used by one family: ``contexture`` (its tests, examples and user guide; no
+module of the family imports it).
+
 :func:`make_context_blobs` draws points on a simple shape (well separated
 blobs, a noisy circle, a Swiss roll) with two targets: one that varies slowly
 along the shape, which a kNN or RBF context can explain with a few singular

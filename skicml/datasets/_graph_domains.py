@@ -1,5 +1,7 @@
 """Contextual stochastic block models in one shared feature space: GIT's multi-domain testbed.
 
+Used by one family: ``graph`` (GIT's pretraining recipe and tour row).
+
 GIT's claim is that one encoder pretrained on task-trees of several graph
 domains transfers to a new one. Its real data (text-attributed citation,
 e-commerce and knowledge graphs embedded by a sentence encoder) cannot be

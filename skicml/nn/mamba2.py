@@ -1,5 +1,7 @@
 """Mamba-2 state-space blocks (Dao & Gu, 2024), in plain torch.
 
+Used by one family: ``wearable`` (the wearable behavior model).
+
 :class:`Mamba2Mixer` is the selective state-space mixer whose scan is the
 ``skicml::ssd_scan`` custom op; :class:`BidirectionalMamba2Layer` runs one
 mixer forward and one backward in time and is the layer of the wearable

@@ -1,5 +1,7 @@
 """Mixture-of-experts layers: Expert Race routing and the strategies it is compared with.
 
+Used by one family: ``moe`` (Race-DiT).
+
 Expert Race (Yuan et al., *Expert Race: A Flexible Routing Strategy for
 Scaling Diffusion Transformer with Mixture of Experts*, ICML 2025) scores
 every (token, expert) pair of the whole batch and keeps the global top

@@ -1,5 +1,7 @@
 """Scalable softmax: queries scaled with the number of keys they attend to.
 
+Used by one family: ``tabicl`` (TabICL v2, through ``skicml.nn.attention``).
+
 Softmax attention over ``n`` keys flattens as ``n`` grows: the largest score
 has to beat ``n - 1`` others, so a model trained on short contexts attends
 ever more uniformly on long ones. Scalable softmax (Nakanishi, 2025,

@@ -1,5 +1,7 @@
 """``skicml::differential_merge``: ViLAMP's differential feature merging, fused.
 
+Used by one family: ``video`` (ViLAMP's compressor).
+
 ViLAMP (ICML 2025) reduces each non-keyframe of a long video to one token: a
 softmax-weighted mean of its patches, where a patch weighs more when it is
 relevant to the query and less when it repeats the same patch position of a

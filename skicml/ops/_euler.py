@@ -1,5 +1,7 @@
 """``skicml::euler_serialize``: GraphGPT's Eulerian-path serialization of graphs.
 
+Used by one family: ``graph`` (GraphGPT's tokenizer).
+
 GraphGPT turns a graph into a token sequence by walking an Eulerian path of an
 "Eulerized" copy of it (spec section 2.1). This op does that for a batch of
 graphs in one call: for graph ``g`` the rows ``step_ptr[g]:step_ptr[g+1]`` of

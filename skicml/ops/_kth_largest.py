@@ -1,5 +1,7 @@
 """``skicml::kth_largest``: the k-th largest element of a tensor, the threshold of Expert Race.
 
+Used by one family: ``moe`` (Race-DiT, through ``skicml.nn.ExpertRaceMoE``).
+
 Expert Race keeps the ``K = k * B * L`` best (token, expert) pairs of a
 whole batch, so each training step needs the K-th largest of ``B * L * E``
 scores. On CPU the op is ``torch.kthvalue`` (a selection without the sort

@@ -1,5 +1,7 @@
 """``skicml::moe_dispatch``: two-layer GELU experts applied to the selected (token, expert) pairs.
 
+Used by one family: ``moe`` (Race-DiT, through ``skicml.nn.ExpertRaceMoE``).
+
 A mixture-of-experts layer routes each of ``N`` tokens to any subset of ``E``
 experts (``mask``) and sums the chosen experts' outputs weighted by their
 gates::

@@ -1,6 +1,9 @@
 """Point-cloud ops: farthest point sampling, k nearest neighbours, gathers,
 inverse-distance interpolation and the Chamfer distance.
 
+Used by one family: ``pointcloud`` (GAPrompt's input checks and Point-MAE
+backbone).
+
 The building blocks of Point-MAE-style backbones (GAPrompt spec section 8).
 Point tensors are batch first, ``(B, N, 3)``, float32 or float64 (half
 precision is computed in float32); index outputs are int64. Every op works per

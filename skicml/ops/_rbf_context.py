@@ -1,5 +1,7 @@
 """``skicml::rbf_context_matmul``: Gaussian-kernel products without the kernel.
 
+Used by one family: ``contexture`` (the RBF contexts).
+
 The RBF (and masked-RBF) contexts of :mod:`skicml.contexture` need products
 with the dense n x m kernel
 

@@ -1,5 +1,8 @@
 """``skicml::ssd_scan``: the Mamba-2 selective state-space scan (SSD).
 
+Used by one family: ``wearable`` (the wearable behavior model, through
+``skicml.nn.mamba2``).
+
 For every batch element ``b`` and head ``h`` the op runs the recurrence
 
 .. math::

@@ -1,5 +1,7 @@
 """``skicml::subblock_attention_probs``: attention probabilities of a key sub-block from the log-sum-exp.
 
+Used by one family: ``vlm`` (the VLM backbones' attention maps for Lavender).
+
 Lavender (ICML 2025, "Diffusion Instruction Tuning") aligns a
 vision-language model's text-to-image attention with a teacher's maps. The
 official code gets the probabilities by switching the model to eager

@@ -1,5 +1,7 @@
 """``skicml::vsv_steer``: VISTA's visual steering of hidden states, fused.
 
+Used by one family: ``vlm`` (VISTA's steering).
+
 VISTA (ICML 2025, "The Hidden Life of Tokens") adds a per-sample visual
 steering vector ``v`` (the difference of the last-token hidden states of the
 prompt with and without its image) to the hidden states of every decoder
