@@ -112,6 +112,15 @@ def _cloud_array(X, name, warn):
         return np.ascontiguousarray(array, dtype=np.float32)
 
 
+def _as_cloud_list(X):
+    """A 1-D object array of arrays (``np.array([cloud_a, cloud_b], dtype=object)`` of clouds of different
+    sizes) as the list of clouds it holds; anything else as it is."""
+    if (isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1 and X.size
+            and all(np.ndim(item) >= 1 for item in X)):
+        return list(X)
+    return X
+
+
 def _is_cloud_list(X, name):
     if not isinstance(X, (list, tuple)):
         return False
@@ -173,7 +182,9 @@ def check_point_clouds(X, *, n_points, estimator_name, reset_channels_warning=Tr
     Accepted input:
 
     - an ``(n_samples, N, 3)`` array;
-    - a list (or tuple) of ``(N_i, 3)`` arrays of varying ``N_i``;
+    - a list (or tuple) of ``(N_i, 3)`` arrays of varying ``N_i``, or a 1-D
+      object array of them (what ``np.array(clouds, dtype=object)`` makes of
+      clouds of different sizes);
     - ``(n_samples, N, C)`` arrays (or ``(N_i, C)`` clouds) with ``C > 3``:
       the first three channels are the coordinates, the others (normals,
       colours) are dropped with a :class:`UserWarning`;
@@ -232,6 +243,7 @@ def check_point_clouds(X, *, n_points, estimator_name, reset_channels_warning=Tr
            [1., 1., 0.]], dtype=float32)
     """
     name = _name_of(estimator_name)
+    X = _as_cloud_list(X)
     if isinstance(n_points, bool) or not isinstance(n_points, numbers.Integral) or n_points < 1:
         raise ValueError(f"{name}: n_points must be an integer >= 1, got {n_points!r}.")
     if _is_cloud_list(X, name):
@@ -343,6 +355,7 @@ def validate_point_clouds(estimator, X, *, reset, normalize=True):
     ndarray of shape (n_samples, estimator.n_points, 3), float32
     """
     name = type(estimator).__name__
+    X = _as_cloud_list(X)
     if isinstance(X, (list, tuple)):
         flat_rows = not _is_cloud_list(X, name)
     else:

@@ -255,3 +255,20 @@ def test_start_ties_go_to_the_lexicographically_smallest_point():
     assert same.tolist() == [0]
     with pytest.raises(ValueError, match="invariant_start_index: expected clouds"):
         invariant_start_index(np.zeros((1, 0, 3)))
+
+
+# ------------------------------------------------------------------ issue 64
+def test_a_ragged_object_array_of_clouds_is_read_as_the_list_it_is():
+    rng = np.random.RandomState(0)
+    clouds = [rng.normal(size=(20, 3)), rng.normal(size=(9, 3)), rng.normal(size=(16, 4))]
+    ragged = np.empty(3, dtype=object)
+    ragged[:] = clouds
+    with pytest.warns(UserWarning, match="4 channels"):
+        expected = _check(clouds)
+    with pytest.warns(UserWarning, match="4 channels"):
+        np.testing.assert_array_equal(_check(ragged), expected)
+    # Objects that are not clouds still get the list's message, not "1-D".
+    bad = np.empty(2, dtype=object)
+    bad[:] = [np.zeros((4, 3)), np.zeros(3)]
+    with pytest.raises(ValueError, match=r"not all .n_points, 3. point clouds"):
+        _check(bad)
