@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -223,6 +225,13 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
         str
             The file's SHA-256.
         """
+        check_is_fitted(self, "module_")
+        directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(
+                f"Cannot save to {os.fspath(path)!r}: its directory {directory!r} does not exist. save_backbone "
+                "creates no directories (a typo in a path would make them anywhere): create it first."
+            )
         backbone = self.backbone_
         config = {k: v for k, v in backbone.config.items() if k not in ("num_group", "group_size")}
         record = {"estimator": "PointMAEPretrainer", "params": {

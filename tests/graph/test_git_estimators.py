@@ -284,3 +284,10 @@ def test_batched_task_trees_embed_as_the_whole_graph_does(drawn, task, num_layer
         roots = torch.as_tensor(index.reshape(len(index), -1))
         direct = model.pooling(z[roots].mean(1))
     np.testing.assert_allclose(batched.numpy(), direct.numpy(), atol=1e-5)
+def test_save_refuses_a_missing_directory(tmp_path, domain):
+    encoder = GITEncoder(**SMALL, max_epochs=1).fit(np.random.RandomState(0).normal(size=(12, 3)))
+    with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):
+        encoder.save(tmp_path / "typo" / "deeper" / "git.pt")
+    assert not (tmp_path / "typo").exists()
+    encoder.save(tmp_path / "git.pt")
+    assert (tmp_path / "git.pt").exists()

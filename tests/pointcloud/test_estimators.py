@@ -265,3 +265,12 @@ def test_batch_norm_of_a_lone_cloud_keeps_its_statistics_and_mode(data):
     assert [m.training for m in norms] == modes
     for norm, mean in zip(norms, before):
         torch.testing.assert_close(norm.running_mean, mean)
+
+
+def test_save_backbone_refuses_a_missing_directory(tmp_path, data):
+    mae = PointMAEPretrainer(trans_dim=16, depth=2, num_heads=2, n_points=64, n_groups=16, group_size=8,
+                             decoder_depth=1, decoder_heads=2, max_epochs=1, batch_size=16, random_state=0,
+                             device="cpu").fit(data.points[:16])
+    with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):
+        mae.save_backbone(tmp_path / "typo" / "backbone.pt")
+    assert not (tmp_path / "typo").exists()
