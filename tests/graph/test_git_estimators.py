@@ -284,6 +284,17 @@ def test_batched_task_trees_embed_as_the_whole_graph_does(drawn, task, num_layer
         roots = torch.as_tensor(index.reshape(len(index), -1))
         direct = model.pooling(z[roots].mean(1))
     np.testing.assert_allclose(batched.numpy(), direct.numpy(), atol=1e-5)
+
+
+# ----------------------------------------------------------------- issue 64
+def test_the_encoder_names_node_features_of_another_width():
+    domains = make_graph_domains(2, n_nodes=40, n_features=8, random_state=0)
+    encoder = GITEncoder(**SMALL, max_epochs=1).fit(TaskSet(_graph(domains[0])))
+    wider = {"x": np.hstack([domains[1].x, domains[1].x]), "edge_index": domains[1].edge_index}
+    with pytest.raises(ValueError, match="16-d node features.*fitted on 8-d"):
+        encoder.transform(TaskSet(wider))
+
+
 def test_save_refuses_a_missing_directory(tmp_path, domain):
     encoder = GITEncoder(**SMALL, max_epochs=1).fit(np.random.RandomState(0).normal(size=(12, 3)))
     with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):

@@ -182,6 +182,14 @@ class GITBackboneMixin(TorchEstimatorMixin):
         X = validate_data(self, X, dtype=np.float32, reset=False)
         return knn_task_graph(self.train_rows_, self.neighbors_, self.n_neighbors, rows=X)
 
+    def _check_feature_width(self, task_graph):
+        """Refuse node features of another width than ``fit``'s, in the user's terms (not a matmul error)."""
+        width, fitted = task_graph.x.shape[1], self.model_.feature_dim
+        if width != fitted:
+            raise ValueError(f"The graphs have {width}-d node features; the {type(self).__name__} was fitted on "
+                             f"{fitted}-d ones.")
+        return task_graph
+
     # ------------------------------------------------------------ batches
     def _fanout(self):
         return -1 if self.fanout == "all" else self.fanout

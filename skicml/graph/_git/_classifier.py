@@ -226,10 +226,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                 self.graph_ = None
                 self._setup_text_encoder(texts_of(read) + self._class_text_list())
             task_graph = build_task_graph(read, self.text_encoder_)
-            if not reset and task_graph.x.shape[1] != self.model_.feature_dim:
-                raise ValueError(f"The graphs have {task_graph.x.shape[1]}-d node features; the classifier was "
-                                 f"fitted on {self.model_.feature_dim}-d ones.")
-            return task_graph
+            return task_graph if reset else self._check_feature_width(task_graph)
         if self.graph is None:
             if self.task == "edge":
                 raise ValueError("task='edge' needs graph=: X holds node pairs of that graph.")

@@ -196,7 +196,8 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
             self._setup_text_encoder(texts_of(read))
         elif hasattr(self, "n_features_in_"):
             raise ValueError("GITEncoder was fitted on a feature matrix; pass a 2-D array, not task sets.")
-        return build_task_graph(read, self.text_encoder_)
+        task_graph = build_task_graph(read, self.text_encoder_)
+        return task_graph if reset else self._check_feature_width(task_graph)
 
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
