@@ -39,6 +39,7 @@ dynamic by design and not checked here.
 import ast
 import pathlib
 import re
+import sys
 import textwrap
 
 import pytest
@@ -569,3 +570,23 @@ def test_the_ownership_check_follows_re_exports_and_layers(tmp_path):
     files["dom/_meth/_method.py"] += "from ...nn import Block\n"
     problems = ownership_problems(_tree(tmp_path / "two", files), "pkg")
     assert problems == ["pkg.ops._kernel: says 'Used by one family: ``fam``' but ['dom', 'fam'] use it"]
+
+
+def test_the_ground_floor_stands_on_torch_and_numpy():
+    # Issue 56: base.py and the training loop imported each other on their last
+    # lines; both now stand on utils/_runtime.py, which stands on nothing of skicml
+    # but the settings (utils/_config.py, the standard library alone) and, inside
+    # functions, the package root (``skicml.__file__``; it imports no module).
+    name = "skicml.utils._runtime"
+    source, is_package = _modules(ROOT, "skicml")[name]
+    tree = ast.parse(source)
+    at_import = set()
+    for node in _module_level_nodes(tree):
+        if isinstance(node, ast.Import):
+            at_import |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            at_import.add(node.module.partition(".")[0])
+    assert at_import <= set(sys.stdlib_module_names) | {"__future__", "numpy", "torch"}, at_import
+    skicml_imports = {target for target, _, _ in _imports(name, source, is_package, set(_modules(ROOT, "skicml")))
+                      if target == "skicml" or target.startswith("skicml.")}
+    assert skicml_imports <= {"skicml", "skicml.utils._config"}, skicml_imports
