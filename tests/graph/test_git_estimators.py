@@ -295,6 +295,20 @@ def test_the_encoder_names_node_features_of_another_width():
         encoder.transform(TaskSet(wider))
 
 
+@pytest.mark.parametrize("graph, match", [
+    ("karate", r"graph=.*invalid SMILES 'karate'"),
+    ({"x": np.eye(3), "edge_index": np.array([[0, 5], [1, 2]])}, r"graph=: edge_index refers to node"),
+    ({"x": np.eye(3), "edges": np.array([[0], [1]])}, r"graph=: unknown keys"),
+    ({"x": np.ones((2, 2)), "edge_index": np.array([[0], [1]]), "num_nodes": 3}, r"graph=: x must have one row"),
+    (nx.path_graph(3), r"graph= has no node features"),
+])
+def test_a_malformed_graph_parameter_is_reported_as_graph_not_X(graph, match):
+    pytest.importorskip("rdkit") if isinstance(graph, str) else None
+    with pytest.raises(ValueError, match=match) as info:
+        GITClassifier(graph=graph, mode="in_context", **SMALL).fit([0, 1], [0, 1])
+    assert "of X" not in str(info.value)
+
+
 def test_save_refuses_a_missing_directory(tmp_path, domain):
     encoder = GITEncoder(**SMALL, max_epochs=1).fit(np.random.RandomState(0).normal(size=(12, 3)))
     with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):

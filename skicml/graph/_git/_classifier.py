@@ -249,13 +249,24 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
             return self._rows(X)
         if reset:
             self.__dict__.pop("n_features_in_", None)
-            read = read_task_sets([TaskSet(self.graph, "node")], node_attr=self.node_attr,
-                                  node_text=self.node_text)
-            self._setup_text_encoder(texts_of(read) + self._class_text_list())
-            self.graph_ = build_task_graph(read, self.text_encoder_)
+            self.graph_ = self._read_graph_parameter()
         elif self.graph_ is None:
             raise ValueError("The classifier was fitted without graph=; pass what it was fitted on.")
         return self.graph_.for_tasks(self.task, X)
+
+    def _read_graph_parameter(self):
+        """The :class:`TaskGraph` of ``graph=``, whose errors name ``graph=`` (the shared reader says "X")."""
+        try:
+            read = read_task_sets([TaskSet(self.graph, "node")], node_attr=self.node_attr,
+                                  node_text=self.node_text)
+            texts = texts_of(read)
+        except (TypeError, ValueError) as error:
+            raise _graph_parameter_error(error, self.graph) from None
+        self._setup_text_encoder(texts + self._class_text_list())
+        try:
+            return build_task_graph(read, self.text_encoder_)
+        except (TypeError, ValueError) as error:
+            raise _graph_parameter_error(error, self.graph) from None
 
     def _labels(self, y, n_tasks):
         """Set ``classes_`` and return ``y`` as class positions (``None`` in zero-shot without ``y``).
@@ -433,3 +444,24 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = [self.dtype]
         return tags
+
+
+#: What the shared graph reader calls the one graph of ``graph=``, and what it is called here.
+_GRAPH_NAMES = (("graph 0 of X: ", "graph=: "), ("graph 0 of X ", "graph= "), ("graph 0 ", "graph= "))
+
+
+def _graph_parameter_error(error, graph):
+    """``error`` of reading ``graph=``, its message naming ``graph=`` instead of X's first graph."""
+    message = str(error)
+    for said, meant in _GRAPH_NAMES:
+        if message.startswith(said):
+            message = meant + message[len(said):]
+            break
+    else:
+        if message.startswith("A TaskSet of node tasks holds one graph"):
+            message = (f"graph= is one graph, got a sequence of {len(graph)}; node and edge tasks index one graph "
+                       "(task='graph' classifies a sequence of graphs passed as X).")
+    if isinstance(graph, (str, bytes)):
+        message += (" graph= takes one graph: a networkx graph, a PyG Data, a dict with 'x' and 'edge_index', or "
+                    "a molecule's SMILES string.")
+    return type(error)(message)
