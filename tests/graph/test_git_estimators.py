@@ -309,6 +309,18 @@ def test_a_malformed_graph_parameter_is_reported_as_graph_not_X(graph, match):
     assert "of X" not in str(info.value)
 
 
+def test_more_neighbours_than_rows_warns_and_clips_naming_n_neighbors():
+    X = np.random.RandomState(0).normal(size=(10, 3))
+    for estimator in (GITEncoder(**SMALL, max_epochs=1, n_neighbors=100),
+                      GITClassifier(**SMALL, max_epochs=1, n_neighbors=100)):
+        with pytest.warns(UserWarning, match=r"n_neighbors=100.*10 rows.*9"):
+            estimator.fit(X, [0, 1] * 5) if isinstance(estimator, GITClassifier) else estimator.fit(X)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GITEncoder(**SMALL, max_epochs=1, n_neighbors=9).fit(X)
+
+
 def test_save_refuses_a_missing_directory(tmp_path, domain):
     encoder = GITEncoder(**SMALL, max_epochs=1).fit(np.random.RandomState(0).normal(size=(12, 3)))
     with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -174,6 +175,12 @@ class GITBackboneMixin(TorchEstimatorMixin):
     def _fit_rows(self, X):
         """The k-nearest-neighbour graph over the rows of a feature matrix (the 2-D path)."""
         X = validate_data(self, X, dtype=np.float32)
+        if self.n_neighbors > len(X) - 1:
+            warnings.warn(
+                f"n_neighbors={self.n_neighbors} but X has {len(X)} rows: each row of the k-nearest-neighbour "
+                f"graph is linked to the {max(len(X) - 1, 0)} others, and a new row to the {len(X)} training rows.",
+                UserWarning, stacklevel=4,
+            )
         self.train_rows_ = X
         self.neighbors_ = NearestNeighbors().fit(X)
         return knn_task_graph(X, self.neighbors_, self.n_neighbors)
