@@ -321,6 +321,12 @@ def test_more_neighbours_than_rows_warns_and_clips_naming_n_neighbors():
         GITEncoder(**SMALL, max_epochs=1, n_neighbors=9).fit(X)
 
 
+@pytest.mark.parametrize("X", [[], (), np.array([])])
+def test_an_encoder_fitted_on_nothing_says_no_graphs(X):
+    with pytest.raises(ValueError, match="no task sets.*no graphs"):
+        GITEncoder(**SMALL).fit(X)
+
+
 def test_save_refuses_a_missing_directory(tmp_path, domain):
     encoder = GITEncoder(**SMALL, max_epochs=1).fit(np.random.RandomState(0).normal(size=(12, 3)))
     with pytest.raises(FileNotFoundError, match="directory .*typo.* does not exist"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -20,6 +21,11 @@ def as_task_sets(X):
     """``X`` as a list of :class:`TaskSet`, or ``None`` for a feature matrix (the 2-D path)."""
     if isinstance(X, TaskSet):
         return [X]
+    if (isinstance(X, (list, tuple)) and not X) or (isinstance(X, np.ndarray) and X.ndim == 1 and X.size == 0):
+        raise ValueError(
+            "X holds no task sets and no rows: no graphs to read. Pass a TaskSet (or a list of them) wrapping at "
+            "least one graph, or a 2-D feature matrix with at least one row."
+        )
     if isinstance(X, (list, tuple)) and X and any(isinstance(item, TaskSet) for item in X):
         if not all(isinstance(item, TaskSet) for item in X):
             raise TypeError("X mixes TaskSets with other items; pass a TaskSet or a list of TaskSets.")
