@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from numbers import Integral, Real
 
 import numpy as np
@@ -12,6 +13,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
+from .._weights import load_module, save_module
 from ..base import TorchEstimatorMixin, seed_from_random_state, seeded
 from ..nn.moe import routing_statistics
 from ..utils.param_validation import Interval, StrOptions, fit_context, shared_constraints
@@ -179,6 +181,14 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         step is ``min(ema_decay, (1 + n) / (10 + n))``. The Expert Race
         thresholds are then measured again on the averaged model. ``None``
         keeps the final weights.
+    pretrained : str, path-like or None, default=None
+        Start from a trained network instead of random weights: a shipped
+        name (``"race-dit-digits"``, see ``skicml info``) or the path of a
+        file written by :meth:`save`. The file fixes the network (image
+        shape, patch size, width, depth, heads, experts, routing, gating,
+        schedule and number of classes; the constructor's values of these are
+        not used), ``fit`` checks that ``X`` and ``y`` fit it and then trains
+        ``max_epochs`` epochs more (0 samples from the file as it is).
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -235,15 +245,15 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         "beta_schedule": [StrOptions({"linear", "cosine"})],
         "class_dropout": [Interval(Real, 0, 1, closed="left")],
         "ema_decay": [Interval(Real, 0, 1, closed="left"), None],
-        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "device", "random_state",
-                             "verbose"),
+        **shared_constraints("max_epochs", "batch_size", "lr", "weight_decay", "pretrained", "device",
+                             "random_state", "verbose"),
     }
 
     def __init__(self, image_shape=None, patch_size=2, hidden_dim=64, depth=4, n_heads=4, n_experts=8, top_k=2.0,
                  routing="expert_race", gating="identity", threshold_momentum=0.99, router_sim_weight=1e-2,
                  balance_loss_weight=0.0, per_layer_reg_weight=0.1, n_timesteps=200, beta_schedule="linear",
                  class_dropout=0.1, max_epochs=150, batch_size=128, lr=1e-3, weight_decay=0.0, ema_decay=None,
-                 device="auto", random_state=None, verbose=0):
+                 pretrained=None, device="auto", random_state=None, verbose=0):
         self.image_shape = image_shape
         self.patch_size = patch_size
         self.hidden_dim = hidden_dim
@@ -265,6 +275,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         self.lr = lr
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
+        self.pretrained = pretrained
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -296,6 +307,13 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         return torch.as_tensor((images - self.data_min_) * scale - 1.0, dtype=torch.float32)
 
     def _shape_of(self, array):
+        if array.ndim > 2 and self.image_shape is not None:
+            given = tuple(int(v) for v in self.image_shape)
+            found = tuple(array.shape[1:]) if len(given) == array.ndim - 1 else None
+            if found != given:
+                raise ValueError(f"image_shape={tuple(self.image_shape)} does not match the images of X, of "
+                                 f"shape {tuple(array.shape[1:])}; image_shape is for flat rows (n, n_features): "
+                                 "leave it None for 3-D or 4-D X.")
         if array.ndim == 4:
             shape, given = tuple(array.shape[1:]), True
         elif array.ndim == 3:
@@ -359,27 +377,28 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        if self.routing == "token_choice" and int(self.top_k) != self.top_k:
-            raise ValueError(f"top_k={self.top_k}: token choice gives every token a whole number of experts.")
-        if self.n_experts and self.top_k > self.n_experts:
-            raise ValueError(f"top_k={self.top_k} exceeds n_experts={self.n_experts}.")
-        if self.hidden_dim % self.n_heads or self.hidden_dim % 4:
-            raise ValueError(f"hidden_dim={self.hidden_dim} must be a multiple of n_heads={self.n_heads} and of 4.")
+        if self.pretrained is None:
+            self._check_architecture()
         images = self._images(X, reset=True)
         self.__dict__.pop("classes_", None)
         labels = self._labels(y, len(images), reset=True)
         channels, height, width = self.image_shape_
         seed = self._seed()
-        with seeded(seed):
-            model = RaceDiT(
-                image_size=(height, width), in_channels=channels, patch_size=self.patch_size_,
-                hidden_dim=self.hidden_dim, depth=self.depth, n_heads=self.n_heads,
-                n_classes=0 if labels is None else len(self.classes_), class_dropout=self.class_dropout,
-                n_experts=self.n_experts, top_k=self.top_k, routing=self.routing, gating=self.gating,
-                threshold_momentum=self.threshold_momentum, n_timesteps=self.n_timesteps,
-                beta_schedule=self.beta_schedule,
-            )
-        if self.routing == "expert_choice" and self.n_experts:
+        if self.pretrained is not None:
+            model, _, self.provenance_ = load_module(self.pretrained, self._pretrained_network)
+            model.train()
+        else:
+            self.__dict__.pop("provenance_", None)
+            with seeded(seed):
+                model = RaceDiT(
+                    image_size=(height, width), in_channels=channels, patch_size=self.patch_size_,
+                    hidden_dim=self.hidden_dim, depth=self.depth, n_heads=self.n_heads,
+                    n_classes=0 if labels is None else len(self.classes_), class_dropout=self.class_dropout,
+                    n_experts=self.n_experts, top_k=self.top_k, routing=self.routing, gating=self.gating,
+                    threshold_momentum=self.threshold_momentum, n_timesteps=self.n_timesteps,
+                    beta_schedule=self.beta_schedule,
+                )
+        if self.pretrained is None and self.routing == "expert_choice" and self.n_experts:
             tokens = (height // self.patch_size_) * (width // self.patch_size_)
             if math.floor(self.top_k * tokens / self.n_experts) < 1:
                 raise ValueError(f"expert_choice gives each of the {self.n_experts} experts floor(top_k * L / E) = 0 "
@@ -388,15 +407,18 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
                                        "balance_weight": self.balance_loss_weight,
                                        "plr_weight": self.per_layer_reg_weight}, self.ema_decay)
         inputs = {"images": images} if labels is None else {"images": images, "labels": labels}
-        objective, history = self._fit_module(objective, inputs, None, loss=None, grad_clip=1.0, seed=seed)
+        if self.max_epochs:
+            objective, history = self._fit_module(objective, inputs, None, loss=None, grad_clip=1.0, seed=seed)
+            self.n_iter_, self.loss_curve_ = history.n_epochs, list(history.train_loss)
+        else:
+            # max_epochs=0: the pretrained network as it is (or the untrained control).
+            self.n_iter_, self.loss_curve_ = 0, []
         self.module_ = objective.model.eval()
-        if objective.average is not None:
+        if objective.average is not None and self.max_epochs:
             objective.average.update(self.module_)  # the weights of the last step
             objective.average.copy_to(self.module_)
             _calibrate_thresholds(self.module_, images, labels, batch_size=self.batch_size, seed=seed,
                                   device=next(self.module_.parameters()).device)
-        self.n_iter_ = history.n_epochs
-        self.loss_curve_ = list(history.train_loss)
         steps_per_epoch = max(1, math.ceil(len(images) / self.batch_size))
         self.aux_loss_curve_ = {
             name: [float(np.mean([p[name] for p in objective.parts[e * steps_per_epoch:(e + 1) * steps_per_epoch]]))
@@ -408,6 +430,50 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         self.expert_load_ = (np.stack([layer.expert_load_.cpu().numpy() for layer in layers]) if layers
                              else np.zeros((0, 0), dtype=np.int64))
         return self
+
+    def _check_architecture(self):
+        if self.routing == "token_choice" and int(self.top_k) != self.top_k:
+            raise ValueError(f"top_k={self.top_k}: token choice gives every token a whole number of experts.")
+        if self.n_experts and self.top_k > self.n_experts:
+            raise ValueError(f"top_k={self.top_k} exceeds n_experts={self.n_experts}.")
+        if self.hidden_dim % self.n_heads or self.hidden_dim % 4:
+            raise ValueError(f"hidden_dim={self.hidden_dim} must be a multiple of n_heads={self.n_heads} and of 4.")
+
+    def _pretrained_network(self, config):
+        """The network a weights file describes, if the images and labels given to ``fit`` fit it."""
+        file_shape = (config["in_channels"], *config["image_size"])
+        if tuple(file_shape) != tuple(self.image_shape_):
+            raise ValueError(f"pretrained={self.pretrained!r} generates images of shape (C, H, W) = "
+                             f"{tuple(file_shape)}; X holds images of shape {tuple(self.image_shape_)}.")
+        n_classes = len(self.classes_) if hasattr(self, "classes_") else 0
+        if config["n_classes"] != n_classes:
+            wanted = (f"y with {config['n_classes']} classes" if config["n_classes"]
+                      else "y=None (it is unconditional)")
+            raise ValueError(f"pretrained={self.pretrained!r} is a network for {config['n_classes'] or 'no'} "
+                             f"classes; fit got {n_classes or 'no labels'}. Pass {wanted}.")
+        self.patch_size_ = int(config["patch_size"])
+        return RaceDiT(**dict(config, image_size=tuple(config["image_size"])))
+
+    def save(self, path):
+        """Write the fitted network to ``path`` for ``RaceDiTGenerator(pretrained=path)``.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write; its directory must exist.
+
+        Returns
+        -------
+        str
+            The file's SHA-256.
+        """
+        check_is_fitted(self)
+        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"path={os.fspath(path)!r}: the folder {folder!r} does not exist.")
+        provenance = {"estimator": repr(self), "n_iter": int(self.n_iter_),
+                      "pixel_range": [self.data_min_, self.data_max_]}
+        return save_module(path, self.module_, self.module_.config, provenance)
 
     # ------------------------------------------------------------ generation
     def _output(self, images):
@@ -442,6 +508,15 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         check_is_fitted(self)
         if int(n_samples) != n_samples or n_samples < 1:
             raise ValueError(f"n_samples={n_samples!r}; expected a whole number >= 1.")
+        if isinstance(guidance_scale, bool) or not isinstance(guidance_scale, Real) \
+                or not math.isfinite(guidance_scale):
+            raise ValueError(f"guidance_scale={guidance_scale!r}; expected a finite number (1 is plain "
+                             "conditional sampling).")
+        n_timesteps = self.module_.schedule.n_timesteps
+        if n_steps is not None and (isinstance(n_steps, bool) or not isinstance(n_steps, Integral)
+                                    or not 1 <= n_steps <= n_timesteps):
+            raise ValueError(f"n_steps={n_steps!r}; expected None or a whole number from 1 to the model's "
+                             f"{n_timesteps} timesteps.")
         n_samples = int(n_samples)
         seed = seed_from_random_state(random_state)
         labels = None

@@ -79,6 +79,16 @@ class RaceDiT(nn.Module):
         if height % patch_size or width % patch_size:
             raise ValueError(f"image_size={tuple(image_size)} is not a multiple of patch_size={patch_size}.")
         self.image_size = (int(height), int(width))
+        # What rebuilds this network from a weights file (skicml._weights.load_module).
+        self.config = {
+            "image_size": [int(height), int(width)], "in_channels": int(in_channels), "patch_size": int(patch_size),
+            "hidden_dim": int(hidden_dim), "depth": int(depth), "n_heads": int(n_heads), "n_classes": int(n_classes),
+            "class_dropout": float(class_dropout), "n_experts": int(n_experts), "top_k": float(top_k),
+            "routing": routing, "gating": gating, "threshold_momentum": float(threshold_momentum),
+            "router_hidden": bool(router_hidden), "per_layer_regularization": bool(per_layer_regularization),
+            "n_timesteps": int(n_timesteps), "beta_schedule": beta_schedule, "beta_start": float(beta_start),
+            "beta_end": float(beta_end),
+        }
         self.in_channels, self.patch_size, self.n_classes = in_channels, patch_size, n_classes
         patch_dim = patch_size * patch_size * in_channels
         self.x_embedder = nn.Linear(patch_dim, hidden_dim)

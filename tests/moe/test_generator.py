@@ -158,3 +158,50 @@ def test_experts_per_token_maps_the_routing_report(trained):
         trained.experts_per_token(held_out, labels, t=50)
     dense = _generator(n_experts=0).fit(DIGITS.images[:64], DIGITS.target[:64])
     assert dense.experts_per_token(held_out, labels).shape == (40, 0, 4, 4)
+
+
+def test_sampling_arguments_are_checked(trained):
+    for bad in (float("nan"), float("inf"), "3", None):
+        with pytest.raises(ValueError, match="guidance_scale"):
+            trained.sample(2, y=1, guidance_scale=bad)
+    for bad in (0, 51, 2.5, True):
+        with pytest.raises(ValueError, match="n_steps"):
+            trained.sample(2, y=1, n_steps=bad)
+
+
+def test_image_shape_that_disagrees_with_3d_or_4d_images_is_refused():
+    with pytest.raises(ValueError, match=r"image_shape=\(3, 3\) does not match"):
+        _generator(image_shape=(3, 3)).fit(DIGITS.images[:8], DIGITS.target[:8])
+    with pytest.raises(ValueError, match="image_shape"):
+        _generator(image_shape=(1, 4, 4)).fit(DIGITS.images[:8, None])
+    # A shape that agrees is accepted.
+    _generator(image_shape=(8, 8), max_epochs=1).fit(DIGITS.images[:8], DIGITS.target[:8])
+
+
+def test_a_saved_model_loads_as_pretrained_and_samples_the_same(trained, tmp_path):
+    path = tmp_path / "race.pt"
+    trained.save(path)
+    loaded = RaceDiTGenerator(pretrained=str(path), max_epochs=0, random_state=0, device="cpu")
+    loaded.fit(DIGITS.images[:64], DIGITS.target[:64])
+    assert loaded.n_iter_ == 0 and loaded.patch_size_ == trained.patch_size_
+    np.testing.assert_allclose(loaded.sample(4, y=[0, 1, 2, 3], random_state=0),
+                               trained.sample(4, y=[0, 1, 2, 3], random_state=0), atol=1e-5)
+    np.testing.assert_array_equal(loaded.thresholds_, trained.thresholds_)
+    # Fine-tuning continues from the file: a short run moves the weights but keeps the architecture.
+    tuned = RaceDiTGenerator(pretrained=str(path), max_epochs=1, lr=1e-4, random_state=0, device="cpu")
+    tuned.fit(DIGITS.images[:128], DIGITS.target[:128])
+    assert tuned.n_iter_ == 1 and tuned.module_.config == trained.module_.config
+    with pytest.raises(FileNotFoundError, match="folder"):
+        trained.save(tmp_path / "missing" / "race.pt")
+
+
+def test_pretrained_files_that_do_not_fit_the_data_are_refused(trained, tmp_path):
+    path = str(tmp_path / "race.pt")
+    trained.save(path)
+    with pytest.raises(ValueError, match=r"generates images of shape \(C, H, W\) = \(1, 8, 8\)"):
+        RaceDiTGenerator(pretrained=path, max_epochs=0).fit(np.zeros((8, 4, 4)), np.arange(8) % 10)
+    with pytest.raises(ValueError, match="network for 10 classes; fit got 3"):
+        RaceDiTGenerator(pretrained=path, max_epochs=0).fit(DIGITS.images[:30], DIGITS.target[:30] % 3)
+    with pytest.raises(ValueError, match="Pass y with 10 classes"):
+        RaceDiTGenerator(pretrained=path, max_epochs=0).fit(DIGITS.images[:30])
+

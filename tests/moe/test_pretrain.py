@@ -1,0 +1,29 @@
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+
+from skicml.moe import RaceDiTGenerator
+from skicml.moe._pretrain import main
+
+_TINY = ["--steps", "4", "--hidden-dim", "16", "--depth", "1", "--n-heads", "2", "--batch-size", "32", "--quiet"]
+
+
+def test_the_recipe_exports_a_file_the_generator_loads_with_its_provenance(tmp_path, capsys):
+    path = tmp_path / "race.pt"
+    assert main([*_TINY, "--export", str(path)]) == 0
+    assert "class accuracy of 200 guided samples" in capsys.readouterr().out
+    provenance = torch.load(path, weights_only=True)["provenance"]
+    assert provenance["recipe"].startswith("skicml pretrain race-dit-digits --steps 4")
+    assert provenance["steps"] == 4 and 0 <= provenance["metrics"]["class_accuracy"] <= 1
+    digits = load_digits()
+    model = RaceDiTGenerator(pretrained=str(path), max_epochs=0, device="cpu").fit(digits.images, digits.target)
+    assert model.sample(2, y=[3, 4], random_state=0).shape == (2, 8, 8)
+    assert np.isfinite(model.thresholds_).all()
+
+
+def test_export_now_writes_the_checkpoints_network(tmp_path):
+    checkpoint, first, second = tmp_path / "run.ckpt", tmp_path / "a.pt", tmp_path / "b.pt"
+    main([*_TINY, "--checkpoint", str(checkpoint), "--export", str(first)])
+    main([*_TINY, "--checkpoint", str(checkpoint), "--export-now", "--export", str(second)])
+    a, b = (torch.load(p, weights_only=True)["state_dict"] for p in (first, second))
+    assert all(torch.equal(a[k], b[k]) for k in a)
