@@ -211,3 +211,20 @@ def test_pretrained_file_round_trip(fitted, clips, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X[:3]), fitted.predict(X[:3]))
     with pytest.raises(ValueError, match="pretrained=.*4 frames"):
         VideoWorldModel(pretrained=path, max_epochs=0).fit(X[:, :2], y[:, :2])
+
+
+# ------------------------------------------------------------------ issue 64
+@pytest.mark.parametrize("reshape", [lambda X: X[:, 0], lambda X: X[..., None], lambda X: X[:, :, :, :, 0]])
+def test_clips_of_another_rank_are_named_with_the_expected_shape(clips, reshape):
+    X, y = clips
+    bad = reshape(X)
+    with pytest.raises(ValueError, match=rf"X has shape {tuple(bad.shape)}".replace("(", r"\(").replace(")", r"\)")
+                       + r".*\(n_videos, n_frames, H, W, 3\)") as info:
+        VideoWorldModel(**TINY, max_epochs=1).fit(bad, y)
+    assert "dim <= 2" not in str(info.value)
+
+
+def test_future_frames_of_another_size_than_the_clips_are_named(clips):
+    X, y = clips
+    with pytest.raises(ValueError, match=r"y has frames of shape \(8, 8, 3\).*X's \(16, 16, 3\)"):
+        VideoWorldModel(**TINY, max_epochs=1).fit(X, y[:, :, ::2, ::2])

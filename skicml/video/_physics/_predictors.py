@@ -51,6 +51,12 @@ class _ClipInput:
             if clips.dtype == np.uint8:
                 rows /= 255.0
             return clips, rows
+        if getattr(array, "ndim", 0) > 2:
+            raise ValueError(
+                f"X has shape {tuple(array.shape)}; {type(self).__name__} reads clips of shape (n_videos, n_frames, "
+                "H, W, 3) (5-D), or the same flattened to 2-D rows with frame_shape=(H, W, 3). One clip is "
+                "X[None]; a single frame per clip is X[:, None]."
+            )
         rows = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32])
         if reset:
             frame_shape = (1, 1, rows.shape[1]) if self.frame_shape is None else tuple(self.frame_shape)

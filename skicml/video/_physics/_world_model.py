@@ -319,6 +319,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
         if self.d_model % 4 or self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be a multiple of 4 and of n_heads={self.n_heads}.")
         clips, rows, targets = self._read_fit_input(X, y)
+        self._check_future_frames()
         targets = self._read_target_layout(targets)
         if not self.video_layout_:
             self.x_mean_ = rows.mean(axis=0)
@@ -347,6 +348,15 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
             self.loss_curve_, self.n_iter_ = [], 0
         self.module_, self.ema_module_ = objective.finish()
         return self
+
+    def _check_future_frames(self):
+        """Refuse future frames ``(n, T, H', W', C')`` of another shape than the clips' video frames."""
+        if self._is_video_frame() and len(self.y_shape_) == 4 and self.y_shape_[1:] != tuple(self.frame_shape_):
+            raise ValueError(
+                f"y has frames of shape {tuple(self.y_shape_[1:])}, X's {tuple(self.frame_shape_)}: "
+                "VideoWorldModel generates the frames that follow the clips, of the clips' own size. Resize y's "
+                "frames (or X's) so that both match."
+            )
 
     def _pretrained_network(self, config):
         """The network a weights file describes, if it fits the clips given to ``fit``."""
