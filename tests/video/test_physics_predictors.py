@@ -62,3 +62,29 @@ def test_bad_inputs(train):
         CaseBasedVideoPredictor(metric="state").fit(np.zeros((4, 5)), np.zeros(4))
     with pytest.raises(ValueError, match="clips but y"):
         PhysicsOraclePredictor().fit(X, y[:3])
+
+
+# ------------------------------------------------------------------ issue 64
+def test_the_oracle_warns_about_clips_it_cannot_read(train):
+    X, y = train.videos[:, :3], train.videos[:, 3:]
+    oracle = PhysicsOraclePredictor().fit(X, y)
+    blank = np.full_like(X[:3], 255)
+    with pytest.warns(UserWarning, match=r"3 of 3 clips .*no object of colors=\('red', 'blue'\).*blank"):
+        oracle.predict(blank)
+    from skicml.datasets import render_videos
+    green = render_videos(train.states[:2, :3], train.params[["r1"]].to_numpy()[:2], colors=["green"],
+                          resolution=X.shape[2])
+    with pytest.warns(UserWarning, match=r"2 of 2 clips .*other colours.*colors="):
+        oracle.predict(green)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        oracle.predict(X[:4])
+
+
+def test_the_oracle_warns_that_one_conditioning_frame_shows_no_motion(train):
+    X, y = train.videos[:, :1], train.videos[:, 1:4]
+    with pytest.warns(UserWarning, match="one conditioning frame.*at rest"):
+        oracle = PhysicsOraclePredictor().fit(X, y)
+    with pytest.warns(UserWarning, match="one conditioning frame.*at rest"):
+        oracle.predict(X[:2])

@@ -8,6 +8,8 @@ training case, the "case-based generalisation" the paper finds in video
 models.
 """
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.neighbors import NearestNeighbors
@@ -27,6 +29,11 @@ _CLIP_DOC = """\
     Rows without ``frame_shape`` are read as one frame of ``(1, 1,
     n_features)``, which makes any feature matrix a valid input.
 """
+
+
+_ONE_FRAME = ("PhysicsOraclePredictor: X has one conditioning frame, which shows where the objects are but not how "
+              "they move: every object is predicted at rest. Pass at least 2 conditioning frames (3 to tell a "
+              "parabola).")
 
 
 class _ClipInput:
@@ -422,7 +429,36 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
         _, _, targets = self._read_fit_input(X, y)
         self.median_target_ = np.median(targets.astype(np.float64), axis=0)
         self.n_future_frames_ = self._future_layout()
+        if self.n_future_frames_ is not None and self.n_cond_frames_ == 1:
+            warnings.warn(_ONE_FRAME, UserWarning, stacklevel=3)
         return self
+
+    def _warn_unread(self, clips, states):
+        """Say which clips the law cannot be read from: no object of ``colors``, or no motion to see."""
+        seen = (~np.isnan(states[..., 0])).sum(axis=1)                    # (n_videos, n_objects)
+        none = seen.max(axis=1, initial=0) == 0
+        drawn = (_to_uint8(clips) < 128).any(axis=(1, 2, 3, 4))
+        colors, n = tuple(self.colors), len(clips)
+        for rows, what in ((none & drawn, "their conditioning frames hold objects of other colours only, so "
+                                          "their predicted futures are blank frames. Pass the colours they show in "
+                                          f"colors= (among {sorted(PHYSICS_COLORS)})."),
+                           (none & ~drawn, "their conditioning frames are blank, and so are their predicted "
+                                           "futures.")):
+            if rows.any():
+                warnings.warn(
+                    f"{int(rows.sum())} of {n} clips (the first at index {int(np.argmax(rows))}) show no object of "
+                    f"colors={colors}: {what}", UserWarning, stacklevel=3,
+                )
+        if self.n_cond_frames_ == 1:
+            warnings.warn(_ONE_FRAME, UserWarning, stacklevel=3)
+            return
+        once = (seen == 1).any(axis=1)
+        if once.any():
+            warnings.warn(
+                f"{int(once.sum())} of {n} clips (the first at index {int(np.argmax(once))}) show an object in only "
+                "one conditioning frame: it has no velocity to read and is predicted at rest.",
+                UserWarning, stacklevel=3,
+            )
 
     def predict(self, X):
         """Future frames by the fitted law.
@@ -439,6 +475,7 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
         if self.n_future_frames_ is None:
             return self._as_output(np.repeat(self.median_target_[None], len(rows), axis=0))
         states = parse_object_states(_to_uint8(clips), colors=self.colors, world_size=self.world_size)
+        self._warn_unread(clips, states)
         future, radii = self.extrapolate(states)
         height = self.frame_shape_[0]
         missing = np.isnan(radii)
