@@ -142,3 +142,13 @@ def test_video_similarity():
     assert (scores["psnr"] < 30).all() and (scores["ssim"] < 1).all()
     with pytest.raises(ValueError, match="one shape"):
         video_similarity(videos[:2], videos)
+
+
+# ------------------------------------------------------------------ issue 64
+@pytest.mark.parametrize("n_cond_frames", [10, 8, 7, -1])
+def test_velocity_error_refuses_conditioning_frames_that_leave_no_velocity(n_cond_frames):
+    data = make_physics_videos("uniform", 3, n_frames=8, random_state=0)
+    with pytest.raises(ValueError, match=rf"n_cond_frames={n_cond_frames}.*8 frames"):
+        velocity_error(data.videos, data.params, "uniform", n_cond_frames=n_cond_frames, states_true=data.states)
+    assert velocity_error(data.videos, data.params, "uniform", n_cond_frames=6,
+                          states_true=data.states)["vel_error"].notna().all()

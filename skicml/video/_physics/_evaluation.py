@@ -301,6 +301,12 @@ def velocity_error(pred, params, scenario, *, n_cond_frames=3, frame_dt=0.1, sta
             raise ValueError(f"states_true must be (n_videos, n_frames, n_objects, 2) for {len(params)} videos, "
                              f"got shape {truth.shape}.")
     n_total = truth.shape[1]
+    if not 0 <= n_cond_frames <= n_total - 2:
+        raise ValueError(
+            f"n_cond_frames={n_cond_frames} for clips of {n_total} frames leaves {max(n_total - n_cond_frames, 0)} "
+            "future frame(s); a velocity needs at least 2, so n_cond_frames must lie in "
+            f"[0, {n_total - 2}]."
+        )
     if parsed.shape[1] == n_total - n_cond_frames:
         parsed = np.concatenate([np.full((len(parsed), n_cond_frames) + parsed.shape[2:], np.nan), parsed], axis=1)
     elif parsed.shape[1] != n_total:
