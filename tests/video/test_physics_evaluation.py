@@ -152,3 +152,12 @@ def test_velocity_error_refuses_conditioning_frames_that_leave_no_velocity(n_con
         velocity_error(data.videos, data.params, "uniform", n_cond_frames=n_cond_frames, states_true=data.states)
     assert velocity_error(data.videos, data.params, "uniform", n_cond_frames=6,
                           states_true=data.states)["vel_error"].notna().all()
+
+
+def test_parse_names_nan_frames():
+    frames = np.full((1, 2, 8, 8, 3), 0.5)
+    frames[0, 1, 3, 3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        parse_object_states(frames)
+    with pytest.raises(ValueError, match="infinite"):
+        parse_object_states(np.where(np.isnan(frames), np.inf, frames))

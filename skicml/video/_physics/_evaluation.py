@@ -57,8 +57,13 @@ def _check_videos(videos, name="videos"):
         if array.min() < 0 or array.max() > 255:
             raise ValueError(f"integer {name} must lie in [0, 255], got [{array.min()}, {array.max()}].")
         return array.astype(np.uint8)
-    if not np.all(np.isfinite(array)) or array.min() < 0 or array.max() > 1:
-        raise ValueError(f"float {name} must be intensities in [0, 1].")
+    if np.isnan(array).any():
+        raise ValueError(f"{name} contains NaN; frames must be intensities in [0, 1] (floats) or [0, 255] (uint8).")
+    if np.isinf(array).any():
+        raise ValueError(f"{name} contains infinite values; frames must be intensities in [0, 1] (floats) or "
+                         "[0, 255] (uint8).")
+    if array.min() < 0 or array.max() > 1:
+        raise ValueError(f"float {name} must be intensities in [0, 1], got [{array.min()}, {array.max()}].")
     return np.rint(array * 255).astype(np.uint8)
 
 
