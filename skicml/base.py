@@ -12,7 +12,10 @@ training loop imports too, and are re-exported here under their public names:
   from a scikit-learn ``random_state`` without touching the global RNG state
   that the caller sees.
 - :func:`to_tensor` / :func:`resolve_dtype` convert validated arrays.
-- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
+- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``,
+  shown after a few seconds with ``verbose="auto"``).
+- :func:`torch_threads` applies the thread policy (``skicml.set_config``).
+- :func:`warn_user` warns at the user's own line, however deep it was found.
 
 Beside them:
 
@@ -42,6 +45,7 @@ from .utils._runtime import (
     to_device,
     to_tensor,
     torch_threads,
+    warn_user,
 )
 from .utils.training import TrainingHistory, fit_module
 
@@ -59,6 +63,8 @@ __all__ = [
     "seeded",
     "to_device",
     "to_tensor",
+    "torch_threads",
+    "warn_user",
 ]
 
 

@@ -124,8 +124,15 @@ def _tour_entries():
     return entries
 
 
+def _torch_threads_setting():
+    from . import get_config
+
+    threads = get_config()["torch_threads"]
+    return "torch's own" if threads is None else threads
+
+
 def cmd_tour(args):
-    from .base import progress
+    from .base import progress, torch_threads
 
     entries = _tour_entries()
     if args.only:
@@ -144,33 +151,37 @@ def cmd_tour(args):
         )
         return 0
     rows, missing = [], []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     bar = progress(entries, verbose=1, desc="tour", unit="method")
     for entry in bar:
         bar.set_postfix_str(entry.method)
         absent = entry.missing_requirements()
         if absent:
             # A row whose extra is not installed says so instead of stopping the tour.
-            rows.append((entry.method, entry.task, entry.metric, "-", entry.baseline, "-", "-", "-"))
+            rows.append((entry.method, entry.task, entry.metric, "-", entry.baseline, "-", "-", "-", "-"))
             needs = f"needs the {entry.extra} extra (pip install \"skicml[{entry.extra}]\"): " if entry.extra else ""
             missing.append(f"{entry.method}: skipped, {needs}{', '.join(absent)} cannot be imported")
             bar.write(f"tour: {entry.method} skipped", file=sys.stderr)
             continue
-        row_start = time.perf_counter()
-        result = entry.run()
+        row_start, row_cpu_start = time.perf_counter(), time.process_time()
+        # The rows' own torch work (metrics, baselines' tensors) follows the thread policy too.
+        with torch_threads():
+            result = entry.run()
         row_seconds = time.perf_counter() - row_start
+        row_cpu_seconds = time.process_time() - row_cpu_start
         rows.append((
             entry.method, entry.task, entry.metric,
             f"{result['score']:.4f}", entry.baseline, f"{result['baseline_score']:.4f}",
-            f"{result.get('seconds', float('nan')):.1f}", f"{row_seconds:.1f}",
+            f"{result.get('seconds', float('nan')):.1f}", f"{row_seconds:.1f}", f"{row_cpu_seconds:.1f}",
         ))
         # The table waits for the last row; each row reports its own time as it ends.
         bar.write(f"tour: {entry.method} done in {row_seconds:.1f} s", file=sys.stderr)
-    print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds", "row seconds"),
-                 rows))
+    print(_table(("method", "task", "metric", "score", "baseline", "baseline score", "seconds", "row seconds",
+                  "row CPU seconds"), rows))
     for line in missing:
         print(line)
-    print(f"\ntotal {time.perf_counter() - start:.1f} s")
+    print(f"\ntotal {time.perf_counter() - start:.1f} s, {time.process_time() - cpu_start:.1f} CPU seconds "
+          f"(torch threads: {_torch_threads_setting()})")
     return 0
 
 

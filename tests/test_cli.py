@@ -109,7 +109,7 @@ def test_discovery_finds_every_recipe_and_tour_row():
     from skicml.utils.discovery import all_pretrain_recipes, all_tour_modules
 
     recipes = all_pretrain_recipes()
-    assert set(recipes) == {"git", "graphgpt", "physics-world-model", "pointcloud", "tabicl", "tabicl-regressor",
+    assert set(recipes) == {"git", "graphgpt", "physics-world-model", "pointcloud", "race-dit-digits", "tabicl", "tabicl-regressor",
                             "tiny-clip", "tiny-diffusion-teacher", "tiny-vlm", "wearable"}
     assert cli.PRETRAIN_RECIPES == recipes
     for name, target in recipes.items():
@@ -195,6 +195,9 @@ def test_tour_reports_each_rows_own_time_as_it_ends(capfd, monkeypatch, tmp_path
     assert set(reported) == {"SlowMethod", "FastMethod"}
     assert float(reported["SlowMethod"]) >= 0.3 > float(reported["FastMethod"])
     header, _, slow, fast = out.splitlines()[:4]
-    assert header.split()[-2:] == ["row", "seconds"]
-    assert slow.split()[0] == "SlowMethod" and slow.split()[-2:] == ["0.0", reported["SlowMethod"]]
-    assert fast.split()[0] == "FastMethod" and fast.split()[-2:] == ["0.0", reported["FastMethod"]]
+    assert header.split()[-5:] == ["row", "seconds", "row", "CPU", "seconds"]
+    assert slow.split()[0] == "SlowMethod" and slow.split()[-3:-1] == ["0.0", reported["SlowMethod"]]
+    assert fast.split()[0] == "FastMethod" and fast.split()[-3:-1] == ["0.0", reported["FastMethod"]]
+    # The CPU column counts computation, not waiting: the slow row sleeps.
+    assert float(slow.split()[-1]) < 0.2
+    assert re.search(r"total [\d.]+ s, [\d.]+ CPU seconds \(torch threads: 1\)", out)

@@ -13,7 +13,10 @@ module, so both of those can import it at their top without an import cycle.
   that the caller sees.
 - :func:`to_tensor` / :func:`resolve_dtype` convert validated arrays, and
   :func:`to_device` moves nested modules and tensors.
-- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``).
+- :func:`progress` is the one progress bar (tqdm, silenced by ``verbose=0``,
+  shown after a few seconds with ``verbose="auto"``).
+- :func:`warn_user` raises a warning at the user's own line, however deep in
+  skicml (and scikit-learn's wrappers) it was found.
 - :func:`torch_threads` runs a block with the thread count of the
   ``torch_threads`` setting (:mod:`skicml.utils._config`), the one place the
   thread policy is applied.
@@ -23,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
+import sys
 import threading
+import warnings
 
 import numpy as np
 import torch
@@ -37,6 +43,7 @@ __all__ = [
     "to_device",
     "to_tensor",
     "torch_threads",
+    "warn_user",
 ]
 
 
@@ -177,17 +184,46 @@ def to_device(value, device):
 # --------------------------------------------------------------------------
 # progress
 # --------------------------------------------------------------------------
+#: Seconds a ``verbose="auto"`` bar waits before it appears: steps shorter than this stay silent.
+AUTO_PROGRESS_DELAY = 5.0
+
+
 def progress(iterable=None, *, verbose=0, total=None, desc=None, unit="it"):
-    """The progress bar of skicml: tqdm, shown only when ``verbose > 0``."""
+    """The progress bar of skicml (tqdm).
+
+    Parameters
+    ----------
+    iterable : iterable or None
+    verbose : int, bool or "auto", default=0
+        ``0`` is silent; ``"auto"`` (the estimators' default) shows the bar
+        only once the step has run for :data:`AUTO_PROGRESS_DELAY` seconds,
+        and clears it at the end, as tqdm's ``delay`` does; ``1`` shows it
+        at once and clears it; ``2`` and more leave it on screen.
+    total : int or None
+    desc : str or None
+    unit : str, default="it"
+
+    Returns
+    -------
+    tqdm.tqdm
+
+    Examples
+    --------
+    >>> from skicml.base import progress
+    >>> sum(progress(range(3), verbose="auto"))
+    3
+    """
     from tqdm.auto import tqdm
 
+    auto = isinstance(verbose, str) and verbose == "auto"
     return tqdm(
         iterable,
         total=total,
         desc=desc,
         unit=unit,
-        disable=not verbose,
-        leave=verbose > 1,
+        disable=not (auto or verbose),
+        leave=not auto and verbose > 1,
+        delay=AUTO_PROGRESS_DELAY if auto else 0.0,
         dynamic_ncols=True,
     )
 
@@ -237,3 +273,43 @@ def torch_threads(n_threads="config"):
         _threads_state.depth = depth
         if changed:
             torch.set_num_threads(previous)
+
+
+# --------------------------------------------------------------------------
+# warnings
+# --------------------------------------------------------------------------
+def _library_folders():
+    import sklearn
+
+    import skicml
+
+    return tuple(os.path.dirname(module.__file__) + os.sep for module in (skicml, sklearn)) + (
+        os.path.dirname(contextlib.__file__) + os.sep + "contextlib.py",
+        os.path.dirname(contextlib.__file__) + os.sep + "functools.py",
+    )
+
+
+def warn_user(message, category=UserWarning):
+    """``warnings.warn`` pointing at the first line outside skicml and scikit-learn: the user's.
+
+    A fixed ``stacklevel`` points at the user only from one depth, while
+    skicml's warnings are raised from helpers at several (inside ``fit``,
+    inside scikit-learn's ``fit_context`` and the thread-policy wrapper,
+    inside a ``Pipeline``). Python 3.12's ``skip_file_prefixes`` does this
+    walk; skicml supports 3.11.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from skicml.base import warn_user
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_user("careful")
+    >>> caught[0].filename.startswith("<doctest")
+    True
+    """
+    folders = _library_folders()
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(folders):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1 if frame is not None else 2)

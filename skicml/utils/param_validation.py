@@ -120,7 +120,8 @@ _SHARED = {
     "pretrained": [str, os.PathLike, None],
     "device": DEVICE,
     "random_state": ["random_state"],
-    "verbose": ["verbose"],
+    # "auto": a progress bar appears only when a step runs for more than a few seconds.
+    "verbose": ["verbose", StrOptions({"auto"})],
 }
 
 
