@@ -205,3 +205,13 @@ def test_pretrained_files_that_do_not_fit_the_data_are_refused(trained, tmp_path
     with pytest.raises(ValueError, match="Pass y with 10 classes"):
         RaceDiTGenerator(pretrained=path, max_epochs=0).fit(DIGITS.images[:30])
 
+
+def test_the_shipped_model_samples_recognisable_digits():
+    from skicml.moe import sample_quality
+
+    model = RaceDiTGenerator(pretrained="race-dit-digits", max_epochs=0, random_state=0, device="cpu")
+    model.fit(DIGITS.images[:100], DIGITS.target[:100])
+    wanted = np.repeat(np.arange(10), 3)
+    samples = model.sample(len(wanted), y=wanted, guidance_scale=3.0, n_steps=25, random_state=0)
+    assert sample_quality(samples, wanted, DIGITS.images, DIGITS.target)["classifier_accuracy"] >= 0.6
+    assert model.provenance_["sha256"]
