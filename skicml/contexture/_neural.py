@@ -202,7 +202,9 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
         Seeds the network, the views and the positive pairs.
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``1`` shows a progress bar over the epochs.
 
     Attributes
@@ -282,7 +284,7 @@ class NeuralContexture(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tra
                  hidden_sizes=(256, 256), activation="tanh", skip_connections=True, n_views=2, n_eval_views=8,
                  max_epochs=100, batch_size=256, lr=1e-3, weight_decay=1e-4, optimizer="adamw",
                  vicreg_weights=(25.0, 25.0, 1.0), beta=1.0, dtype="float32", device="auto", random_state=None,
-                 verbose=0):
+                 verbose="auto"):
         self.context = context
         self.n_components = n_components
         self.n_outputs = n_outputs

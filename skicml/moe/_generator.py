@@ -191,7 +191,9 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         ``max_epochs`` epochs more (0 samples from the file as it is).
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -253,7 +255,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
                  routing="expert_race", gating="identity", threshold_momentum=0.99, router_sim_weight=1e-2,
                  balance_loss_weight=0.0, per_layer_reg_weight=0.1, n_timesteps=200, beta_schedule="linear",
                  class_dropout=0.1, max_epochs=150, batch_size=128, lr=1e-3, weight_decay=0.0, ema_decay=None,
-                 pretrained=None, device="auto", random_state=None, verbose=0):
+                 pretrained=None, device="auto", random_state=None, verbose="auto"):
         self.image_shape = image_shape
         self.patch_size = patch_size
         self.hidden_dim = hidden_dim

@@ -211,7 +211,9 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -294,7 +296,7 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
                  interp_neighbors=3, head_hidden=128, head_dropout=0.5, peft="gaprompt", freeze_backbone_bn=True,
                  zero_init=False, normalize=True, augment="rotate_y", max_epochs=60, batch_size=32, lr=5e-4,
                  weight_decay=0.05, warmup_epochs=5, validation_fraction=0.1, n_iter_no_change=None,
-                 dtype="float32", device="auto", random_state=None, verbose=0):
+                 dtype="float32", device="auto", random_state=None, verbose="auto"):
         self.pretrained = pretrained
         self.n_points = n_points
         self.n_groups = n_groups

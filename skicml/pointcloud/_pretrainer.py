@@ -62,7 +62,9 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -109,7 +111,7 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     def __init__(self, trans_dim=128, depth=6, num_heads=4, n_points=512, n_groups=64, group_size=16,
                  mask_ratio=0.6, decoder_depth=2, decoder_heads=4, drop_path_rate=0.1, pretrained=None,
                  normalize=True, augment="rotate_y", max_epochs=100, batch_size=32, lr=1e-3, weight_decay=0.05,
-                 dtype="float32", device="auto", random_state=None, verbose=0):
+                 dtype="float32", device="auto", random_state=None, verbose="auto"):
         self.trans_dim = trans_dim
         self.depth = depth
         self.num_heads = num_heads

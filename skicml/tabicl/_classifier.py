@@ -316,7 +316,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     n_jobs : int or None, default=None
         torch threads during ``fit`` and ``predict`` (``-1``: all cores);
         restored afterwards.
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``0`` is silent; ``1`` shows progress bars over the ensemble members
         while ``fit`` encodes the training table ("TabICL context") and fits
         the ``"auto"`` temperature ("TabICL calibration"), and while
@@ -370,7 +372,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                  outlier_threshold=4.0, softmax_temperature="auto", average_logits=True, use_hierarchical=True,
                  batch_size=8, max_context=None, pca_components=16, inference_precision="float32", cache="auto",
                  pretrained=DEFAULT_MODEL, model_path=None, device="auto", random_state=None, n_jobs=None,
-                 verbose=0):
+                 verbose="auto"):
         self.n_estimators = n_estimators
         self.norm_methods = norm_methods
         self.feat_shuffle_method = feat_shuffle_method
@@ -625,7 +627,9 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the column orders and the random weights of ``pretrained=None``.
     n_jobs : int or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -650,7 +654,7 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
 
     def __init__(self, n_estimators=4, norm_method="power", feat_shuffle_method="latin", outlier_threshold=4.0,
                  batch_size=8, pretrained=DEFAULT_MODEL, model_path=None, device="auto", random_state=None,
-                 n_jobs=None, verbose=0):
+                 n_jobs=None, verbose="auto"):
         self.n_estimators = n_estimators
         self.norm_method = norm_method
         self.feat_shuffle_method = feat_shuffle_method

@@ -101,7 +101,9 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
     n_jobs : int or None, default=None
         torch threads during ``fit`` and ``predict`` (``-1``: all cores);
         restored afterwards.
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``1`` shows progress bars while ``fit`` encodes the training table and
         while ``predict`` runs; ``2`` keeps them on screen.
 
@@ -149,7 +151,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
     def __init__(self, n_estimators=8, norm_methods=None, feat_shuffle_method="latin", outlier_threshold=4.0,
                  batch_size=8, max_context=None, pca_components=None, inference_precision="float32", cache="auto",
                  pretrained=DEFAULT_REGRESSION_MODEL, model_path=None, device="auto", random_state=None,
-                 n_jobs=None, verbose=0):
+                 n_jobs=None, verbose="auto"):
         self.n_estimators = n_estimators
         self.norm_methods = norm_methods
         self.feat_shuffle_method = feat_shuffle_method

@@ -34,7 +34,9 @@ class _TinyMLPClassifier(TorchEstimatorMixin, LogitsClassifierMixin, ClassifierM
     n_iter_no_change : int or None, default=None
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -53,7 +55,7 @@ class _TinyMLPClassifier(TorchEstimatorMixin, LogitsClassifierMixin, ClassifierM
 
     def __init__(self, hidden_size=16, max_epochs=40, batch_size=64, lr=1e-2,
                  validation_fraction=None, n_iter_no_change=None, device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.hidden_size = hidden_size
         self.max_epochs = max_epochs
         self.batch_size = batch_size

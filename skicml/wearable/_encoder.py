@@ -138,7 +138,9 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
         Precision of the network.
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
         and over the weeks of ``transform`` (``2`` keeps them on screen).
 
@@ -222,7 +224,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
                  positive_pairs="augment", augment=None, max_epochs=20, batch_size=128, lr=1e-3,
                  weight_decay=1e-4, validation_fraction=None, n_iter_no_change=None,
                  checkpoint_dir=None, pretrained=None, dtype="float32", device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.n_channels = n_channels
         self.backbone = backbone
         self.bidirectional = bidirectional

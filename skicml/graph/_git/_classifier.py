@@ -113,7 +113,9 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -169,7 +171,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                  freeze_backbone=False, hidden_dim=128, num_layers=2, norm="batch", dropout=0.15,
                  text_encoder=None, text_dim=128, node_attr="x", node_text="text", fanout=10, n_neighbors=10,
                  max_epochs=100, batch_size=256, lr=1e-3, weight_decay=1e-6, validation_fraction=None,
-                 n_iter_no_change=None, dtype="float32", device="auto", random_state=None, verbose=0):
+                 n_iter_no_change=None, dtype="float32", device="auto", random_state=None, verbose="auto"):
         self.pretrained = pretrained
         self.task = task
         self.graph = graph

@@ -116,7 +116,9 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -161,7 +163,7 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
                  feature_mask_p=0.2, edge_drop_p=0.2, align_weight=0.0, eta=1.0, predictor_dropout=0.5,
                  text_encoder=None, text_dim=128, node_attr="x", node_text="text", fanout=10, n_neighbors=10,
                  max_epochs=20, batch_size=256, lr=1e-3, weight_decay=1e-8, dtype="float32", device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.pretrained = pretrained
         self.hidden_dim = hidden_dim
         self.num_layers = num_layers

@@ -74,7 +74,9 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
     dtype : {"float32", "float64"}, default="float32"
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
         and over the graphs of ``transform`` and ``score_samples``; ``2``
         keeps them on screen.
@@ -117,7 +119,7 @@ class GraphGPTEncoder(ClassNamePrefixFeaturesOutMixin, GraphGPTBackboneMixin, Tr
                  mask_token_probs=(1.0, 0.0, 0.0), n_views=4, pooling="mean", max_epochs=10, batch_size=64,
                  lr=3e-4, weight_decay=0.1, warmup_fraction=0.1, validation_fraction=None,
                  n_iter_no_change=None, checkpoint_dir=None, pretrained=None, dtype="float32",
-                 device="auto", random_state=None, verbose=0):
+                 device="auto", random_state=None, verbose="auto"):
         self.objective = objective
         self.hidden_size = hidden_size
         self.num_layers = num_layers

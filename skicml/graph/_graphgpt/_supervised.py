@@ -60,7 +60,9 @@ _SHARED_DOC = """
     dtype : {"float32", "float64"}, default="float32"
     device : str, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         ``0`` is silent; ``1`` shows progress bars over the epochs of ``fit``
         and over the graphs of ``predict`` (and ``predict_proba`` and
         ``decision_function``); ``2`` keeps them on screen.
@@ -96,7 +98,7 @@ class _GraphGPTSupervised(GraphGPTBackboneMixin, BaseEstimator):
                  reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16, head_hidden=None,
                  pooling="eos", n_views=4, max_epochs=30, batch_size=64, lr=3e-4, weight_decay=0.02,
                  warmup_fraction=0.1, validation_fraction=None, n_iter_no_change=None, checkpoint_dir=None,
-                 dtype="float32", device="auto", random_state=None, verbose=0):
+                 dtype="float32", device="auto", random_state=None, verbose="auto"):
         self.pretrained = pretrained
         self.freeze_backbone = freeze_backbone
         self.hidden_size = hidden_size
@@ -205,7 +207,7 @@ class GraphGPTRegressor(RegressorMixin, _GraphGPTSupervised):
                  reindex="cyclic", node_attr="x", edge_attr="edge_attr", n_bins=16, head_hidden=None,
                  pooling="eos", n_views=4, max_epochs=30, batch_size=64, lr=3e-4, weight_decay=0.02,
                  warmup_fraction=0.1, validation_fraction=None, n_iter_no_change=None, checkpoint_dir=None,
-                 dtype="float32", device="auto", random_state=None, verbose=0):
+                 dtype="float32", device="auto", random_state=None, verbose="auto"):
         self.loss = loss
         super().__init__(
             pretrained=pretrained, freeze_backbone=freeze_backbone, hidden_size=hidden_size,

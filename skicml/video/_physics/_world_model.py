@@ -161,7 +161,9 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the training noise and times, and the sampling
         noise.
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -221,7 +223,7 @@ class VideoWorldModel(TorchEstimatorMixin, _ClipInput, RegressorMixin, BaseEstim
     def __init__(self, frame_shape=None, patch_size=4, d_model=64, depth=2, n_heads=4, mlp_ratio=4.0,
                  n_sampling_steps=20, sampler="euler", time_sampling="logit_normal", ema_decay=0.999, max_epochs=100,
                  batch_size=32, lr=1e-3, weight_decay=0.0, pretrained=None, dtype="float32", device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.frame_shape = frame_shape
         self.patch_size = patch_size
         self.d_model = d_model
