@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,6 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..base import warn_user
 from ..utils.param_validation import HasMethods, Interval, StrOptions, fit_context
 from ._contexts import GraphContext, _MatmatOperator, _resolve_context
 from ._spectrum import _fitted_score, spectral_decay_rate
@@ -269,7 +269,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                 f"(after the constant one); pass n_components <= {s.size}."
             )
         if np.any(np.abs(s[: self.n_components]) <= 1e-12):
-            warnings.warn(
+            warn_user(
                 f"singular values of components {np.flatnonzero(np.abs(s[: self.n_components]) <= 1e-12).tolist()}"
                 " are zero: the context carries no information there and new rows get 0 in those columns.",
                 UserWarning,

@@ -15,6 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..base import warn_user
 from ..utils.param_validation import Interval, validate_params
 
 __all__ = ["ContextScoreAbstainWarning", "context_tau", "spectral_decay_rate"]
@@ -133,11 +134,10 @@ def context_tau(eigenvalues, max_components=512, beta=1.0, return_curve=False, a
     lam = lam[: min(max_components, lam.size)]
     total = lam.sum()
     if total <= 0:
-        warnings.warn(
+        warn_user(
             "All eigenvalues are 0 (X and the context are independent): tau is beta + 1 by convention and "
             "says nothing about the context; abstain from ranking on it.",
             ContextScoreAbstainWarning,
-            stacklevel=3,
         )
         curve = np.full(lam.size - 1, beta + 1.0)
         tau, d_star = beta + 1.0, 1
@@ -153,12 +153,11 @@ def context_tau(eigenvalues, max_components=512, beta=1.0, return_curve=False, a
             d_star = int(np.argmin(curve)) + 1
             tau = float(curve[d_star - 1])
         if abs(tau - (beta + 1.0)) <= abstain_tol:
-            warnings.warn(
+            warn_user(
                 f"tau = {tau:.4f} is within abstain_tol = {abstain_tol} of beta + 1 = {beta + 1.0:g}, where "
                 "the score is unreliable (extremely weak or strong association): abstain from ranking "
                 "contexts on it.",
                 ContextScoreAbstainWarning,
-                stacklevel=3,
             )
     if return_curve:
         return tau, d_star, curve

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..base import LogitsClassifierMixin, TorchEstimatorMixin, seeded
+from ..base import LogitsClassifierMixin, TorchEstimatorMixin, seeded, warn_user
 from ..utils.param_validation import (
     HasMethods,
     Integral,
@@ -419,10 +418,10 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         n_valid = math.ceil(len(targets) * self.validation_fraction)
         counts = np.bincount(targets.numpy())
         if n_valid < len(counts) or counts.min() < 2 or len(targets) - n_valid < len(counts):
-            warnings.warn(
+            warn_user(
                 f"validation_fraction={self.validation_fraction} of {len(targets)} clouds cannot hold every one "
                 f"of the {len(counts)} classes; training on all clouds without a validation split (the last "
-                f"epoch is kept).", UserWarning, stacklevel=3,
+                f"epoch is kept).", UserWarning,
             )
             return None
         return self.validation_fraction

@@ -10,7 +10,6 @@ that does not depend on the order of the points.
 """
 
 import numbers
-import warnings
 import zlib
 
 import numpy as np
@@ -18,6 +17,7 @@ import torch
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
+from ..base import warn_user
 from ..ops import farthest_point_sample
 from ._model import invariant_start_index, order_free_centroid
 
@@ -31,10 +31,10 @@ def _name_of(estimator_name):
 
 
 def _warn_channels(name, n_channels):
-    warnings.warn(
+    warn_user(
         f"{name}: X has {n_channels} channels per point; only the first 3 (x, y, z) are used, the other "
         f"{n_channels - 3} (normals, colours, ...) are ignored.",
-        UserWarning, stacklevel=4,
+        UserWarning,
     )
 
 
@@ -374,9 +374,9 @@ def validate_point_clouds(estimator, X, *, reset, normalize=True):
         return clouds
     collapsed = np.flatnonzero(np.ptp(clouds, axis=1).max(axis=1) == 0)
     if len(collapsed):
-        warnings.warn(
+        warn_user(
             f"{name}: {len(collapsed)} of {len(clouds)} clouds (the first at index {collapsed[0]}) have all their "
             "points at one position; centred and scaled they are the origin and carry no shape.",
-            UserWarning, stacklevel=3,
+            UserWarning,
         )
     return normalize_point_clouds(clouds)

@@ -16,12 +16,13 @@ same inputs, with its known robustness bugs fixed:
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..base import warn_user
 
 __all__ = ["TransformToNumerical", "UniqueFeatureFilter"]
 
@@ -124,19 +125,19 @@ def _numeric_strings(values):
 def _warn_numeric_strings(as_numbers, as_categories):
     """Say how columns of numbers written as strings were read: never a silent choice."""
     if as_numbers:
-        warnings.warn(
+        warn_user(
             f"X's column(s) {', '.join(as_numbers[:5])}{' ...' if len(as_numbers) > 5 else ''} hold numbers "
             "written as strings (an array with a string column stores every column as strings or objects); "
             "they are read as numbers. To read such a column as categories, pass a DataFrame with that column "
-            "of dtype 'category'.", UserWarning, stacklevel=4,
+            "of dtype 'category'.", UserWarning,
         )
     if as_categories:
-        warnings.warn(
+        warn_user(
             f"X's column(s) {', '.join(as_categories[:5])}{' ...' if len(as_categories) > 5 else ''} hold "
             "numbers written as strings; as the column's dtype (object or string) says, they are read as "
             "categories, whose order says nothing of their values. To read them as numbers, convert them "
             "(pandas.to_numeric); to keep them as categories without this warning, give them the dtype "
-            "'category'.", UserWarning, stacklevel=4,
+            "'category'.", UserWarning,
         )
 
 
@@ -398,9 +399,9 @@ class TransformToNumerical(TransformerMixin, BaseEstimator):
             if [str(c) for c in labels] != list(fitted_names) or not all(isinstance(c, str) for c in labels):
                 raise ValueError("The feature names should match those that were passed during fit.")
         elif is_frame and fitted_names is None and all(isinstance(c, str) for c in labels):
-            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted without feature names")
+            warn_user(f"X has feature names, but {type(self).__name__} was fitted without feature names")
         elif not is_frame and fitted_names is not None:
-            warnings.warn(
+            warn_user(
                 f"X does not have valid feature names, but {type(self).__name__} was fitted with feature names"
             )
         n_samples = len(columns[0])

@@ -24,6 +24,7 @@ from sklearn.preprocessing import OneHotEncoder, QuantileTransformer, RobustScal
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..base import warn_user
 from ._yeo_johnson import YeoJohnsonTransformer
 
 __all__ = [
@@ -405,7 +406,7 @@ class PreprocessingPipeline(TransformerMixin, BaseEstimator):
                 self.normalizer_ = normalizer
                 X_normalized = candidate
             else:
-                warnings.warn(
+                warn_user(
                     f"Normalization {method!r} failed on the training data ({failure}); "
                     "using the standard-scaled data instead.",
                     RuntimeWarning,

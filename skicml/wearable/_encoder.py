@@ -1,6 +1,5 @@
 """``WearableEncoder``: the scikit-learn face of the wearable behavior model."""
 
-import warnings
 
 import numpy as np
 import torch
@@ -8,7 +7,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from .._weights import load_module, save_module
-from ..base import TorchEstimatorMixin, progress, seeded
+from ..base import TorchEstimatorMixin, progress, seeded, warn_user
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
 from ._model import POOLINGS, WearableModel
 from ._validation import validate_weeks
@@ -341,7 +340,7 @@ class WearableEncoder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Tran
 
     def _partner_index(self, groups, n_weeks, seed):
         if groups is None:
-            warnings.warn(
+            warn_user(
                 "positive_pairs='participant' needs groups (the participant of each week) in fit; "
                 "falling back to two augmented views of each week.",
                 UserWarning,

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import torch
@@ -22,7 +21,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..._weights import load_module, save_module
-from ...base import TorchEstimatorMixin, seeded
+from ...base import TorchEstimatorMixin, seeded, warn_user
 from ...utils.param_validation import HasMethods, Integral, Interval, Real, StrOptions, shared_constraints
 from ._data import knn_task_graph
 from ._model import GITModel
@@ -176,10 +175,10 @@ class GITBackboneMixin(TorchEstimatorMixin):
         """The k-nearest-neighbour graph over the rows of a feature matrix (the 2-D path)."""
         X = validate_data(self, X, dtype=np.float32)
         if self.n_neighbors > len(X) - 1:
-            warnings.warn(
+            warn_user(
                 f"n_neighbors={self.n_neighbors} but X has {len(X)} rows: each row of the k-nearest-neighbour "
                 f"graph is linked to the {max(len(X) - 1, 0)} others, and a new row to the {len(X)} training rows.",
-                UserWarning, stacklevel=4,
+                UserWarning,
             )
         self.train_rows_ = X
         self.neighbors_ = NearestNeighbors().fit(X)

@@ -8,13 +8,13 @@ training case, the "case-based generalisation" the paper finds in video
 models.
 """
 
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ...base import warn_user
 from ...datasets import PHYSICS_COLORS, PHYSICS_SHAPES, render_videos, simulate_physics
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context
 from ._evaluation import parse_object_states
@@ -430,7 +430,7 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
         self.median_target_ = np.median(targets.astype(np.float64), axis=0)
         self.n_future_frames_ = self._future_layout()
         if self.n_future_frames_ is not None and self.n_cond_frames_ == 1:
-            warnings.warn(_ONE_FRAME, UserWarning, stacklevel=3)
+            warn_user(_ONE_FRAME, UserWarning)
         return self
 
     def _warn_unread(self, clips, states):
@@ -445,19 +445,19 @@ class PhysicsOraclePredictor(_ClipInput, RegressorMixin, BaseEstimator):
                            (none & ~drawn, "their conditioning frames are blank, and so are their predicted "
                                            "futures.")):
             if rows.any():
-                warnings.warn(
+                warn_user(
                     f"{int(rows.sum())} of {n} clips (the first at index {int(np.argmax(rows))}) show no object of "
-                    f"colors={colors}: {what}", UserWarning, stacklevel=3,
+                    f"colors={colors}: {what}", UserWarning,
                 )
         if self.n_cond_frames_ == 1:
-            warnings.warn(_ONE_FRAME, UserWarning, stacklevel=3)
+            warn_user(_ONE_FRAME, UserWarning)
             return
         once = (seen == 1).any(axis=1)
         if once.any():
-            warnings.warn(
+            warn_user(
                 f"{int(once.sum())} of {n} clips (the first at index {int(np.argmax(once))}) show an object in only "
                 "one conditioning frame: it has no velocity to read and is predicted at rest.",
-                UserWarning, stacklevel=3,
+                UserWarning,
             )
 
     def predict(self, X):
