@@ -25,8 +25,10 @@ from ..utils.param_validation import HasMethods, Integral, Interval, StrOptions,
 from ..utils.images import (
     check_captions,
     check_images,
+    check_pixel_rows,
     image_input_kind,
     images_from_rows,
+    out_of_range_row_checks,
     pil_from_array,
     preprocess_images,
 )
@@ -172,6 +174,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         high grey strip stretched to the model's input size. A ``(height,
         width)`` shape also tells a 3-D array of grey images ``(n, height,
         width)`` whose width is 1, 3 or 4 from a single colour image.
+        Rows are read like images: uint8 (integer) rows as 0..255 pixel
+        values, float rows as intensities in [0, 1] (others are refused).
     memory : None, str or joblib.Memory, default=None
         Cache of the embeddings, as in :class:`~sklearn.pipeline.Pipeline`:
         transforming the same inputs with the same model again (a refit of
@@ -493,7 +497,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             if hasattr(self, stale):
                 delattr(self, stale)
         if X is not None and self.modality == "image" and image_input_kind(X) == "embedding":
-            validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=True)
+            check_pixel_rows(validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=True))
         elif X is not None:
             self._check_raw(X)
         seed = seed_from_random_state(self.random_state)
@@ -622,6 +626,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             return "text", check_captions(X)
         if image_input_kind(X) == "embedding":  # 2-D rows of flattened images (validate_data rejects the rest)
             X = validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=True)
+            check_pixel_rows(X)
             return "flat", np.ascontiguousarray(X)
         items = check_images(X, self.image_shape)
         if isinstance(items, np.ndarray):
@@ -742,6 +747,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         if self.modality == "text":
             tags.input_tags.two_d_array = False
             tags.input_tags.string = True
+        else:
+            tags.expected_failed_checks = {**tags.expected_failed_checks, **out_of_range_row_checks()}
         return tags
 
 

@@ -26,12 +26,15 @@ import torch
 from scipy import sparse
 
 __all__ = [
+    "OUT_OF_RANGE_ROW_CHECKS",
     "as_rgb",
     "check_captions",
     "check_images",
+    "check_pixel_rows",
     "check_pixel_values",
     "image_input_kind",
     "images_from_rows",
+    "out_of_range_row_checks",
     "pil_from_array",
     "preprocess_images",
 ]
@@ -301,6 +304,71 @@ def check_pixel_values(array):
         )
 
 
+def check_pixel_rows(X):
+    """Check rows of flattened images as images are checked: integers 0..255, floats in [0, 1].
+
+    The 2-D path of an image estimator reads each row as a flattened image,
+    so its values are pixels like any image's: integer rows are 0..255
+    pixel values, float rows intensities in [0, 1]. Anything else (float
+    rows of 0-255 values, standardised features) would be read as a far
+    too bright or clipped picture without a word.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_pixel_values`, the message saying that the rows are
+        read as flattened images.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skicml.utils.images import check_pixel_rows
+    >>> check_pixel_rows(np.full((2, 12), 255, dtype=np.uint8))
+    >>> check_pixel_rows(np.full((2, 12), 255.0))
+    Traceback (most recent call last):
+    ...
+    ValueError: the rows of X are read as flattened images: images must be uint8 (0..255) or floats in [0, 1]; ...
+    """
+    try:
+        check_pixel_values(np.asarray(X))
+    except ValueError as error:
+        raise ValueError(f"the rows of X are read as flattened images: {error}") from None
+
+
+#: scikit-learn's checks that feed an estimator float rows outside [0, 1] (standardised blobs,
+#: uniform values up to 3, values near 100) and fail when its 2-D path reads rows as flattened
+#: images, which refuses them (:func:`check_pixel_rows`).
+OUT_OF_RANGE_ROW_CHECKS = (
+    "check_dict_unchanged", "check_dont_overwrite_parameters", "check_estimators_dtypes",
+    "check_estimators_fit_returns_self", "check_estimators_overwrite_params", "check_estimators_pickle",
+    "check_f_contiguous_array_estimator", "check_fit2d_1feature", "check_fit2d_1sample", "check_fit2d_predict1d",
+    "check_fit_check_is_fitted", "check_fit_idempotent", "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance", "check_n_features_in", "check_n_features_in_after_fitting",
+    "check_pipeline_consistency", "check_positive_only_tag_during_fit", "check_readonly_memmap_input",
+    "check_transformer_data_not_an_array", "check_transformer_general",
+)
+
+
+def out_of_range_row_checks():
+    """``{check: reason}`` of :data:`OUT_OF_RANGE_ROW_CHECKS`, for the tags of an estimator of image rows.
+
+    What those checks test is tested on rows of pixels by
+    ``tests/utils/test_images_rows.py`` for every such estimator.
+
+    Returns
+    -------
+    dict
+    """
+    reason = ("the check feeds float rows outside [0, 1], which the 2-D path refuses as flattened images (uint8 "
+              "rows are pixels, float rows intensities in [0, 1]); tests/utils/test_images_rows.py checks the "
+              "same properties on rows of pixels")
+    return dict.fromkeys(OUT_OF_RANGE_ROW_CHECKS, reason)
+
+
 def images_from_rows(X, size, image_shape=None, dtype=np.float32):
     """Rows of flattened images as a batch of float images on the [0, 1] scale.
 
@@ -310,8 +378,10 @@ def images_from_rows(X, size, image_shape=None, dtype=np.float32):
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
-        Integer rows (0..255) are divided by 255; float rows are read as
-        intensities in [0, 1].
+        Read like images (:func:`check_pixel_rows`): integer rows (0..255)
+        are divided by 255, float rows must be intensities in [0, 1],
+        boolean rows are intensities 0 and 1. Keep the dtype of uint8 rows:
+        cast to float, their 0-255 values are refused.
     size : tuple of int
         ``(height, width)`` of the model's input, used when ``image_shape``
         is None.
@@ -329,13 +399,13 @@ def images_from_rows(X, size, image_shape=None, dtype=np.float32):
     Raises
     ------
     ValueError
-        If integer values lie outside 0..255, or the rows do not have the
-        width ``image_shape`` needs.
+        If integer values lie outside 0..255, float values outside [0, 1]
+        (or are not finite), or the rows do not have the width
+        ``image_shape`` needs.
     """
     n, d = X.shape
+    check_pixel_rows(X)
     if np.issubdtype(X.dtype, np.integer):
-        if X.size and (X.min() < 0 or X.max() > 255):
-            raise ValueError("integer pixel values must lie in 0..255 (uint8 images).")
         X = X / 255.0
     X = X.astype(dtype, copy=False)
     h, w = size

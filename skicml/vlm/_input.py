@@ -58,7 +58,8 @@ class _VLMInputMixin:
             prompts = [item.get("prompt", self.prompt) for item in X]
             images = check_images([item["image"] for item in X])
         elif image_input_kind(X) == "embedding":
-            X = validate_data(self, X, reset=reset, dtype=[np.float32, np.float64], ensure_all_finite=True)
+            # "numeric" keeps uint8 rows as pixels: cast to float they would be refused as 0-255 intensities.
+            X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=True)
             size = getattr(self.backbone_, "image_size", None)
             size = (size, size) if size else (int(np.sqrt(X.shape[1] // 3)),) * 2
             # Rows of any width are read as images (grey strips without image_shape) and resized.

@@ -396,6 +396,21 @@ def test_float_images_outside_the_unit_range_are_refused_not_misread(scenes):
     np.testing.assert_allclose(model.transform(images / 255.0), model.transform(images), rtol=1e-5, atol=1e-6)
 
 
+def test_rows_are_read_like_images_uint8_as_pixels_floats_checked(scenes):
+    # Issue 64: float rows of 0-255 pixel values were embedded as if they were [0, 1] intensities.
+    images, _ = scenes
+    rows = images.reshape(len(images), -1)
+    model = embedder().fit(rows)
+    np.testing.assert_allclose(model.transform(rows), model.transform(rows / 255.0), rtol=1e-5, atol=1e-6)
+    for bad in (rows.astype(np.float32), rows / 127.5 - 1.0):
+        with pytest.raises(ValueError, match=r"(?s)flattened images.*floats in \[0, 1\].*divide by 255.*uint8"):
+            model.transform(bad)
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            embedder().fit(bad)
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            model.transform_patches(bad)
+
+
 def test_named_architecture_without_weights_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"(?s)model_name='ViT-B-32'.*pretrained=.*random"):
         CLIPEmbedder(model_name="ViT-B-32").fit()

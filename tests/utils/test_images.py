@@ -10,6 +10,7 @@ from skicml.utils.images import (  # noqa: E402
     as_rgb,
     check_captions,
     check_images,
+    check_pixel_rows,
     image_input_kind,
     images_from_rows,
     pil_from_array,
@@ -65,6 +66,25 @@ def test_rows_become_images_of_the_model_size():
     assert images_from_rows(np.zeros((2, 5)), (8, 8)).shape == (2, 1, 5, 1)
     with pytest.raises(ValueError, match="image_shape"):
         images_from_rows(np.zeros((2, 10)), (8, 8), image_shape=(3, 3))
+
+
+def test_rows_are_read_like_images_uint8_as_pixels_floats_checked():
+    # Issue 64: rows of pixels cast to float were read as [0, 1] intensities (every estimator of the
+    # 2-D path saw a white picture), and float 0-255 rows passed silently.
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 3 * 8 * 8)).astype(np.uint8)
+    np.testing.assert_allclose(images_from_rows(pixels, (8, 8)), images_from_rows(pixels / 255.0, (8, 8)))
+    for bad, found in ((pixels.astype(np.float32), "0-255"), (pixels / 127.5 - 1.0, "negative"),
+                       (np.full((2, 5), 1e30), "1e\\+30")):
+        with pytest.raises(ValueError, match=rf"(?s)rows of X are read as flattened images.*floats in \[0, 1\]"
+                                             rf".*{found}.*divide by 255.*uint8"):
+            images_from_rows(bad, (8, 8))
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            check_pixel_rows(bad)
+    with pytest.raises(ValueError, match=r"(?s)flattened images.*0..255.*300"):
+        images_from_rows(np.full((1, 4), 300), (2, 2))
+    check_pixel_rows(pixels)
+    check_pixel_rows(np.ones((2, 5), dtype=np.float32))
+    np.testing.assert_array_equal(images_from_rows(np.eye(4, dtype=bool), (2, 2))[..., 0].reshape(4, 4), np.eye(4))
 
 
 def test_pil_and_rgb_conversions_drop_alpha_and_repeat_grey():

@@ -285,6 +285,20 @@ def test_teacher_maps_given_in_x_win_over_the_teacher(scenes):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_rows_of_pixels_are_read_as_the_images_they_flatten(scenes):
+    # Issue 64: uint8 rows were cast to float and read as [0, 1] intensities, and the score moved.
+    images, captions, _, _ = scenes
+    fitted = tuner(scenes, align_weight=0.0, teacher=None).fit(images, captions)
+    rows = images.reshape(len(images), -1)
+    fitted.set_params(image_shape=(48, 48, 3))
+    assert fitted.score(rows, captions) == pytest.approx(fitted.score(images, captions), abs=1e-6)
+    assert list(fitted.predict(rows[:2])) == list(fitted.predict(images[:2]))
+    with pytest.raises(ValueError, match=r"(?s)flattened images.*floats in \[0, 1\].*uint8"):
+        fitted.score(rows.astype(np.float32), captions)
+    with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+        tuner(scenes, align_weight=0.0, teacher=None, image_shape=(48, 48, 3)).fit(rows.astype(float), captions)
+
+
 def test_bad_inputs_get_clear_errors(scenes):
     images, captions, _, _ = scenes
     with pytest.raises(ValueError, match="needs a teacher"):

@@ -154,6 +154,22 @@ def test_input_forms_agree(model, scenes):
     assert rows.predict(images[:2].reshape(2, -1) / 255.0).shape == (2,)
 
 
+def test_rows_of_pixels_are_read_as_the_images_they_flatten(model, scenes):
+    # Issue 64: uint8 rows were cast to float and read as [0, 1] intensities (white pictures), so the
+    # captions of the 2-D path were not the images' captions.
+    images, _ = scenes
+    rows = images.reshape(len(images), -1)
+    fitted = steerer(model, image_shape=(48, 48, 3)).fit(rows)
+    assert list(fitted.predict(rows)) == list(steerer(model).fit().predict(images))
+    vectors = VisualSteeringVector(backbone=model, image_shape=(48, 48, 3)).fit(rows).transform(rows)
+    np.testing.assert_allclose(vectors, VisualSteeringVector(backbone=model).fit(images).transform(images))
+    for bad in (rows.astype(np.float64), rows / 127.5 - 1.0):
+        with pytest.raises(ValueError, match=r"(?s)flattened images.*floats in \[0, 1\].*divide by 255.*uint8"):
+            fitted.predict(bad)
+        with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+            VisualSteeringVector(backbone=model, image_shape=(48, 48, 3)).fit(bad)
+
+
 def test_score_is_minus_chair_i_and_a_grid_search_tunes_the_strength(model, scenes):
     images, truth = scenes
     fitted = steerer(model).fit()

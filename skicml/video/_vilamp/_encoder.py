@@ -6,6 +6,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ...base import as_skicml_tags
+from ...utils.images import out_of_range_row_checks
 from ...utils.param_validation import HasMethods, Integral, Interval, fit_context
 from .._frames import check_video_frames
 from ._layout import VideoEmbedding, pack_videos
@@ -174,8 +176,9 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
         return pack_videos(self.transform_videos(X), n_frames=self.n_frames_, n_patches=self.n_patches_)
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
+        tags = as_skicml_tags(super().__sklearn_tags__())
         tags.requires_fit = True
         # The embeddings' dtype is the CLIP model's, whatever the input's.
         tags.transformer_tags.preserves_dtype = []
+        tags.expected_failed_checks = {**tags.expected_failed_checks, **out_of_range_row_checks()}
         return tags

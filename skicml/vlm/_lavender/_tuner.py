@@ -444,6 +444,8 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         -------
         self : LavenderTuner
         """
+        if y is None:  # before X is read, so that the error names the missing targets
+            self._targets(y, 0)
         model = self._resolve_trainable_backbone()
         self._check_image_shape()
         images, prompts = self._read(X, reset=True)
