@@ -40,13 +40,17 @@ __all__ = [
 ]
 
 
-def image_input_kind(X):
+def image_input_kind(X, image_column=None):
     """What an input of an image-or-text estimator holds.
 
     Parameters
     ----------
     X : object
         What a user passed to ``fit`` or ``transform``.
+    image_column : str or None, default=None
+        The column of images of the data frames the caller reads (the vlm
+        estimators' ``"image"``), named by the error a data frame without it
+        gets.
 
     Returns
     -------
@@ -63,7 +67,9 @@ def image_input_kind(X):
     Raises
     ------
     ValueError
-        If ``X`` is a single string rather than one string per sample.
+        If ``X`` is a single string rather than one string per sample, or a
+        data frame with a column of images, arrays or strings (a data frame
+        is read as rows of numbers).
 
     Examples
     --------
@@ -99,6 +105,7 @@ def image_input_kind(X):
         return "embedding"
     if hasattr(X, "iloc"):
         if getattr(X, "ndim", 2) == 2:
+            _check_frame_of_numbers(X, image_column)
             return "embedding"
         X = X.to_numpy()
     if not hasattr(X, "__array__"):
@@ -110,6 +117,35 @@ def image_input_kind(X):
     if array.ndim in (3, 4) and array.dtype.kind in "biuf":
         return "image"
     return "embedding"
+
+
+def _check_frame_of_numbers(X, image_column):
+    """Refuse a data frame with a column of images, arrays or strings, naming the column and what to pass."""
+    from PIL import Image
+
+    for name in X.columns:
+        column = X[name]
+        if column.dtype.kind in "biufcmM":
+            continue
+        values = column.dropna()
+        first = values.iloc[0] if len(values) else None
+        if isinstance(first, (str, os.PathLike)):
+            holds = "strings"
+        elif isinstance(first, Image.Image) or (
+                isinstance(first, (np.ndarray, list, tuple, torch.Tensor)) and np.ndim(first) >= 1):
+            holds = "images or arrays"
+        else:
+            continue
+        if image_column is not None:
+            raise ValueError(
+                f"X is a data frame without an {image_column!r} column, and its column {name!r} holds {holds}: "
+                f"put the images in a column named {image_column!r} (a data frame without one is read as rows "
+                "of numbers, flattened images), or pass the images as an array or a list."
+            )
+        raise ValueError(
+            f"X is a data frame whose column {name!r} holds {holds}; a data frame is read as rows of numbers "
+            f"(flattened images). Pass the images as an array or a list (X[{name!r}].tolist())."
+        )
 
 
 def check_captions(X):

@@ -57,7 +57,7 @@ class _VLMInputMixin:
                 raise ValueError(f"X[{missing[0]}] has no 'image' key; each dict needs 'image' (and 'prompt').")
             prompts = [item.get("prompt", self.prompt) for item in X]
             images = check_images([item["image"] for item in X])
-        elif image_input_kind(X) == "embedding":
+        elif image_input_kind(X, image_column="image") == "embedding":
             # "numeric" keeps uint8 rows as pixels: cast to float they would be refused as 0-255 intensities.
             X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=True)
             size = getattr(self.backbone_, "image_size", None)

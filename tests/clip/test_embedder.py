@@ -411,6 +411,17 @@ def test_rows_are_read_like_images_uint8_as_pixels_floats_checked(scenes):
             model.transform_patches(bad)
 
 
+def test_a_data_frame_of_images_names_its_column(scenes):
+    # Issue 64: a data frame of image arrays reached pandas' "setting an array element with a sequence".
+    pd = pytest.importorskip("pandas")
+    images, _ = scenes
+    frame = pd.DataFrame({"picture": list(images[:2])})
+    with pytest.raises(ValueError, match=r"column 'picture' holds images or arrays.*tolist"):
+        embedder().fit(frame)
+    with pytest.raises(ValueError, match=r"column 'picture' holds images or arrays"):
+        embedder().fit().transform(frame)
+
+
 def test_named_architecture_without_weights_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"(?s)model_name='ViT-B-32'.*pretrained=.*random"):
         CLIPEmbedder(model_name="ViT-B-32").fit()

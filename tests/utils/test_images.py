@@ -33,6 +33,20 @@ def test_kinds_of_input():
         image_input_kind("a red circle")
 
 
+def test_a_data_frame_of_images_or_strings_names_its_column():
+    # Issue 64: it reached pandas' "setting an array element with a sequence".
+    pd = pytest.importorskip("pandas")
+    images = list(np.zeros((2, 4, 4, 3), dtype=np.uint8))
+    assert image_input_kind(pd.DataFrame({"a": [0.5, 1.0], "b": [1, 2]})) == "embedding"
+    for frame, holds in ((pd.DataFrame({"img": images}), "images or arrays"),
+                         (pd.DataFrame({"x": [0.1, 0.2], "path": ["a.png", "b.png"]}), "strings")):
+        name = frame.columns[-1]
+        with pytest.raises(ValueError, match=rf"(?s)column '{name}' holds {holds}.*tolist"):
+            image_input_kind(frame)
+        with pytest.raises(ValueError, match=rf"(?s)without an 'image' column.*'{name}' holds {holds}"):
+            image_input_kind(frame, image_column="image")
+
+
 def test_checks_name_what_is_wrong(tmp_path):
     assert check_captions(np.array(["a", "b"])) == ["a", "b"]
     with pytest.raises(ValueError, match="captions must be strings; got int"):

@@ -292,6 +292,11 @@ def test_bad_inputs_get_clear_errors(model, scenes):
         steerer(model, prompt=" ").fit().predict(images[:1])
     with pytest.raises(ValueError, match="'image' key"):
         steerer(model).fit().predict([{"prompt": "describe :"}])
+    # Issue 64: a data frame without an 'image' column reached pandas' "setting an array element with a sequence".
+    for frame, holds in ((pd.DataFrame({"img": list(images[:2])}), "images or arrays"),
+                         (pd.DataFrame({"prompt": ["describe :"] * 2}), "strings")):
+        with pytest.raises(ValueError, match=rf"(?s)data frame without an 'image' column.*{holds}.*named 'image'"):
+            steerer(model).fit().predict(frame)
     with pytest.raises(TypeError, match="not a VLM backbone"):
         VISTASteerer(backbone=object()).fit()
     with pytest.raises(ValueError, match="fitted"):
