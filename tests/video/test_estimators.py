@@ -22,6 +22,7 @@ from skicml.video import (
     select_keyframes,
     unpack_videos,
 )
+from skicml.video._vilamp._layout import HEADER_WIDTH, read_layout
 
 
 def _videos(n=12, n_frames=80, n_patches=4, dim=8, seed=0, **kwargs):
@@ -33,15 +34,51 @@ def _videos(n=12, n_frames=80, n_patches=4, dim=8, seed=0, **kwargs):
 def test_packing_round_trips_videos_of_different_lengths():
     videos, _ = _videos(n=3, n_frames=(10, 30))
     X = pack_videos(videos)
-    back = unpack_videos(X, dim=8, n_frames=max(v.n_frames for v in videos), n_patches=4)
-    for a, b in zip(videos, back):
-        np.testing.assert_array_equal(a.frames, b.frames)
-        np.testing.assert_array_equal(a.patches, b.patches)
-        np.testing.assert_array_equal(a.query, b.query)
+    longest = max(v.n_frames for v in videos)
+    # The rows carry their layout: no argument is needed to read them back.
+    for back in (unpack_videos(X), unpack_videos(X, dim=8, n_frames=longest, n_patches=4)):
+        for a, b in zip(videos, back):
+            np.testing.assert_array_equal(a.frames, b.frames)
+            np.testing.assert_array_equal(a.patches, b.patches)
+            np.testing.assert_array_equal(a.query, b.query)
+    assert read_layout(X) == (8, longest, 4)
     with pytest.raises(ValueError, match="more than n_frames"):
         pack_videos(videos, n_frames=5)
     with pytest.raises(ValueError, match="columns"):
-        unpack_videos(X[:, :-1], dim=8, n_frames=X.shape[1], n_patches=4)
+        unpack_videos(X[:, :-1])
+    with pytest.raises(ValueError, match=r"header says dim=8.*dim=7"):
+        unpack_videos(X, dim=7)
+
+
+def test_rows_without_a_header_are_read_with_the_layout_given():
+    videos, _ = _videos(n=3, n_frames=(10, 30))
+    X = pack_videos(videos)
+    bare = X[:, HEADER_WIDTH:]  # the rows as hand-made code might write them
+    assert read_layout(bare) is None
+    longest = max(v.n_frames for v in videos)
+    for a, b in zip(videos, unpack_videos(bare, dim=8, n_frames=longest, n_patches=4)):
+        np.testing.assert_array_equal(a.patches, b.patches)
+    with pytest.raises(ValueError, match=r"no layout header.*pass dim, n_frames and n_patches"):
+        unpack_videos(bare)
+    on_bare = ViLAMPCompressor(max_keyframes=3, dim=8, n_patches=4).fit(bare)
+    on_rows = ViLAMPCompressor(max_keyframes=3).fit(X)
+    np.testing.assert_allclose(on_bare.transform(bare), on_rows.transform(X))
+
+
+def test_a_broken_layout_header_is_refused_not_read_as_single_frames():
+    videos, _ = _videos(n=2, n_frames=10)
+    X = pack_videos(videos)
+    for column, value in ((1, 8.5), (2, 0), (3, -1), (2, 11)):
+        broken = X.copy()
+        broken[:, column] = value
+        with pytest.raises(ValueError, match=r"(?s)layout header.*pass dim, n_frames and n_patches"):
+            ViLAMPCompressor().fit(broken)
+    mixed = X.copy()
+    mixed[1, 1] = 4
+    with pytest.raises(ValueError, match="layout header"):
+        ViLAMPCompressor().fit(mixed)
+    with pytest.raises(ValueError, match=r"header says n_patches=4.*n_patches=3"):
+        ViLAMPCompressor(n_patches=3).fit(X)
 
 
 def test_compressor_packed_rows_equal_the_list_of_videos():
@@ -107,7 +144,7 @@ def test_compressor_in_a_grid_search_pipeline():
 ])
 def test_compressor_layout_errors(params, X_kind, message):
     videos, _ = _videos(n=2, n_frames=10, n_patches=3 if X_kind == "videos3" else 4)
-    X = pack_videos(videos) if X_kind == "rows" else videos
+    X = pack_videos(videos)[:, HEADER_WIDTH:] if X_kind == "rows" else videos
     with pytest.raises(ValueError, match=message):
         ViLAMPCompressor(**params).fit(X)
 
@@ -128,9 +165,11 @@ def test_bad_videos_get_clear_errors():
     with pytest.raises(ValueError, match="do not match the layout"):
         fitted.transform(other)
     X = pack_videos(videos)
-    X[0, 0] = 11
+    X[0, HEADER_WIDTH] = 11
     with pytest.raises(ValueError, match="outside"):
         ViLAMPCompressor(dim=8, n_patches=4).fit(X)
+    with pytest.raises(ValueError, match="outside"):
+        ViLAMPCompressor().fit(X)
 
 
 def test_classifier_learns_the_needle_class_and_round_trips():
@@ -179,9 +218,34 @@ def test_clip_video_encoder_feeds_the_compressor(tiny_clip):
     np.testing.assert_allclose(videos[1].frames, encoder.image_embedder_.transform(clips[1][0]), atol=1e-5)
     pipeline = make_pipeline(encoder, ViLAMPCompressor(max_keyframes=3, dim=8, n_frames=12, n_patches=16))
     assert pipeline.fit_transform(clips).shape == (2, 16)
+    assert read_layout(encoder.transform(clips)) == (8, 12, 16)
     capped = CLIPVideoEncoder(embedder=tiny_clip, max_frames=5).fit(clips)
     assert capped.n_frames_ == 5
     with pytest.raises(ValueError, match="empty question"):
         encoder.transform([(clips[0][0], " ")])
     with pytest.raises(ValueError, match="n_frames, height, width, 3"):
         encoder.transform([(np.zeros((3, 8)), "a red circle")])
+
+
+def test_a_pipeline_of_the_encoder_and_the_compressor_reads_the_packed_layout(tiny_clip):
+    # Issue 64: without dim, n_frames and n_patches the compressor read each packed row as a video of
+    # one frame and selected frame 0 of every video, silently.
+    rng = np.random.default_rng(1)
+    clips = [(rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), q)
+             for n, q in ((9, "a red circle"), (14, "a blue square"), (11, "a green star"))]
+    for output in ("selection", "pooled", "tokens"):
+        pipeline = make_pipeline(CLIPVideoEncoder(embedder=tiny_clip),
+                                 ViLAMPCompressor(max_keyframes=4, redundancy_threshold=1.0, output=output))
+        out = pipeline.fit_transform(clips)
+        compressor = pipeline[-1]
+        assert (compressor.layout_, compressor.dim_, compressor.n_frames_, compressor.n_patches_) == \
+            ("packed", 8, 14, 16)
+        videos = pipeline[0].transform_videos(clips)
+        alone = ViLAMPCompressor(max_keyframes=4, redundancy_threshold=1.0, output=output,
+                                 max_tokens=compressor.n_tokens_max_).fit(videos)
+        np.testing.assert_allclose(out, alone.transform(videos), atol=1e-6)
+        np.testing.assert_allclose(pipeline.transform(clips), out)
+    assert (out.shape[1] // 8) == compressor.n_tokens_max_
+    selection = make_pipeline(CLIPVideoEncoder(embedder=tiny_clip), ViLAMPCompressor(
+        max_keyframes=4, redundancy_threshold=1.0, output="selection")).fit_transform(clips)
+    assert selection.shape == (3, 14) and (selection.sum(1) == 4).all()

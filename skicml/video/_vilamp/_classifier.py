@@ -13,7 +13,7 @@ from ...base import LogitsClassifierMixin, TorchEstimatorMixin, seeded
 from ...utils.param_validation import Integral, Interval, StrOptions, fit_context, shared_constraints
 from ...utils.validation import check_no_missing_labels
 from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin
-from ._layout import layout_sections, pack_videos
+from ._layout import HEADER_WIDTH, layout_sections, pack_videos
 from ._model import DifferentialFeatureMerger, ViLAMPNetwork
 
 __all__ = ["ViLAMPClassifier"]
@@ -30,7 +30,7 @@ class _PackedVideos(torch.nn.Module):
     def forward(self, rows, keyframes):
         dim, n_frames, n_patches = self.layout
         query, frames, patch_columns = layout_sections(dim, n_frames)
-        lengths = rows[:, 0].long().tolist()
+        lengths = rows[:, HEADER_WIDTH].long().tolist()
         queries = rows[:, query]
         if n_patches:
             patches = rows[:, patch_columns].unflatten(1, (n_frames, n_patches, dim))

@@ -32,8 +32,10 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     (``CLIPEmbedder.transform_patches``), the question its text embedding,
     all in CLIP's joint space, so that :class:`ViLAMPCompressor` compares them
     by cosine without training. The output is the packed layout of
-    :func:`pack_videos`, one row per video, so the encoder is the first step
-    of a ``Pipeline``; :meth:`transform_videos` gives
+    :func:`pack_videos`, one row per video with its layout header, so the
+    encoder is the first step of a ``Pipeline`` whose compressor reads the
+    rows with no argument (``make_pipeline(CLIPVideoEncoder(),
+    ViLAMPCompressor())``); :meth:`transform_videos` gives
     :class:`VideoEmbedding` records instead.
 
     Parameters
@@ -57,7 +59,7 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     image_embedder_, text_embedder_ : CLIPEmbedder
         The fitted clones.
     dim_, n_frames_, n_patches_ : int
-        The packed layout of the output (pass them to the compressor).
+        The packed layout of the output, also written in each row's header.
     n_features_in_ : int
         Columns of a 2-D ``X`` (rows of flattened single frames).
 

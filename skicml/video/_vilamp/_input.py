@@ -8,7 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ...utils.param_validation import Integral, Interval, Real, StrOptions
 from ._functional import _evenly_spaced, select_keyframes
-from ._layout import VideoEmbedding, check_video, layout_width, unpack_videos
+from ._layout import VideoEmbedding, check_layout_agrees, check_video, layout_width, read_layout, unpack_videos
 
 COMPRESSION_CONSTRAINTS = {
     "max_keyframes": [Interval(Integral, 1, None, closed="left")],
@@ -52,11 +52,15 @@ COMPRESSION_DOC = """\
     keyframe_pool : int, default=1
         Bilinear downsampling factor of the keyframes' patch grids.
     dim, n_frames, n_patches : int or None, default=None
-        The packed layout of 2-D input (:func:`skicml.video.pack_videos`):
-        embedding width, frames per row, patches per frame (0: none). One
-        of ``n_frames`` and ``n_patches`` may be left None and is inferred
-        from the width. All None reads each row of a 2-D array as a video of
-        one frame with a zero query, the degenerate layout that keeps
+        The packed layout of 2-D rows without a layout header: embedding
+        width, frames per row, patches per frame (0: none). One of
+        ``n_frames`` and ``n_patches`` may be left None and is inferred from
+        the width. Rows of :func:`skicml.video.pack_videos` and
+        :class:`skicml.video.CLIPVideoEncoder` carry their layout in a
+        header and need none of these (given, they must agree with it), so
+        the encoder and this estimator make a ``Pipeline`` as they are.
+        Rows without a header and all three None are each read as a video
+        of one frame with a zero query, the degenerate layout that keeps
         scikit-learn's checks meaningful.
 """
 
@@ -69,8 +73,14 @@ def query_matrix(videos, dtype):
 class VideoInputMixin:
     """Layout resolution and video reading for the ViLAMP estimators."""
 
-    def _check_layout(self, n_features):
+    def _check_layout(self, X):
+        """``(dim, n_frames, n_patches)`` of 2-D rows (from their header or the parameters), or None."""
         dim, n_frames, n_patches = self.dim, self.n_frames, self.n_patches
+        layout = read_layout(X)
+        if layout is not None:
+            check_layout_agrees(layout, {"dim": dim, "n_frames": n_frames, "n_patches": n_patches})
+            return layout
+        n_features = X.shape[1]
         if dim is None and n_frames is None and n_patches is None:
             return None
         if dim is None:
@@ -86,11 +96,11 @@ class VideoInputMixin:
         else:
             rest = 0
         if n_frames is None or n_frames < 1 or n_patches < 0 or rest or \
-                layout_width(dim, n_frames, n_patches) != n_features:
+                layout_width(dim, n_frames, n_patches, header=False) != n_features:
             raise ValueError(
                 f"X has {n_features} columns, which is no packed layout of dim={self.dim}, "
-                f"n_frames={self.n_frames}, n_patches={self.n_patches}: a row holds 1 + dim + "
-                "n_frames * dim * (1 + n_patches) values (see skicml.video.pack_videos)."
+                f"n_frames={self.n_frames}, n_patches={self.n_patches}: a row without a layout header holds "
+                "1 + dim + n_frames * dim * (1 + n_patches) values (see skicml.video.pack_videos)."
             )
         return int(dim), int(n_frames), int(n_patches)
 
@@ -117,7 +127,7 @@ class VideoInputMixin:
             return videos
         X = validate_data(self, X, reset=reset, dtype=(np.float32, np.float64))
         if reset:
-            layout = self._check_layout(X.shape[1])
+            layout = self._check_layout(X)
             if layout is None:
                 self.layout_, self.dim_, self.n_frames_, self.n_patches_ = "single_frame", X.shape[1], 1, 0
             else:
@@ -128,6 +138,8 @@ class VideoInputMixin:
         if self.layout_ == "single_frame":
             zero = np.zeros(X.shape[1], dtype=X.dtype)
             return [VideoEmbedding(frames=row[None, :], query=zero) for row in X]
+        # Rows with a header are read by it (and checked against the layout of fit), rows without one by
+        # the layout of fit.
         return unpack_videos(X, self.dim_, self.n_frames_, self.n_patches_)
 
     def _select(self, videos):

@@ -3,12 +3,17 @@
 scikit-learn's checks only run on 2-D arrays, and a ``Pipeline`` passes
 arrays between its steps, so a batch of videos travels as one row per video::
 
-    [n_valid | query (D) | frames (N * D) | patches (N * M * D)]
+    [PACKED_MARK, D, N, M | n_valid | query (D) | frames (N * D) | patches (N * M * D)]
 
+The four header values say how to read the rest (``PACKED_MARK`` marks a
+header, then the embedding width, frames per row and patches per frame), so
+that the next step of a ``Pipeline`` reads the rows of
+:class:`CLIPVideoEncoder` or :func:`pack_videos` with no argument.
 ``n_valid`` is the video's real length (shorter videos are zero-padded to
 ``N`` frames); ``M = 0`` means no patches, each frame then being its own one
-patch. The estimators also take a list of :class:`VideoEmbedding`, which
-needs no padding.
+patch. Rows without the header (hand-made ones) are read with the layout
+given as ``dim``, ``n_frames`` and ``n_patches``. The estimators also take a
+list of :class:`VideoEmbedding`, which needs no padding.
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ import numbers
 
 import numpy as np
 
-__all__ = ["VideoEmbedding", "pack_videos", "unpack_videos"]
+__all__ = ["HEADER_WIDTH", "PACKED_MARK", "VideoEmbedding", "pack_videos", "read_layout", "unpack_videos"]
+
+#: First value of a packed row with a layout header: exact in float16, float32 and float64, and
+#: no count of frames (``n_valid`` is the first value of a row without a header).
+PACKED_MARK = -2047.0
+#: Values of the layout header: the mark, ``dim``, ``n_frames``, ``n_patches``.
+HEADER_WIDTH = 4
+_WITHOUT_HEADER = ("rows without the header (not from pack_videos or CLIPVideoEncoder) are read with their layout "
+                   "given: pass dim, n_frames and n_patches")
 
 
 @dataclasses.dataclass
@@ -65,15 +78,62 @@ class VideoEmbedding:
         return np.asarray(self.frames)[:, None, :] if self.patches is None else np.asarray(self.patches)
 
 
-def layout_width(dim, n_frames, n_patches):
-    """Columns of a packed row."""
-    return 1 + dim + n_frames * dim + n_frames * n_patches * dim
+def layout_width(dim, n_frames, n_patches, header=True):
+    """Columns of a packed row (with its layout header, or without)."""
+    return (HEADER_WIDTH if header else 0) + 1 + dim + n_frames * dim + n_frames * n_patches * dim
 
 
-def layout_sections(dim, n_frames):
-    """Column slices of a packed row: query, frames, patches (to the end)."""
-    frames_end = 1 + dim + n_frames * dim
-    return slice(1, 1 + dim), slice(1 + dim, frames_end), slice(frames_end, None)
+def layout_sections(dim, n_frames, header=True):
+    """Column slices of a packed row: query, frames, patches (to the end); ``n_valid`` is column ``start``."""
+    start = HEADER_WIDTH if header else 0
+    frames_end = start + 1 + dim + n_frames * dim
+    return slice(start + 1, start + 1 + dim), slice(start + 1 + dim, frames_end), slice(frames_end, None)
+
+
+def read_layout(X):
+    """The layout ``(dim, n_frames, n_patches)`` that packed rows carry, or None for rows without one.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_videos, width)
+
+    Returns
+    -------
+    tuple of int or None
+        None when the rows do not start with :data:`PACKED_MARK`.
+
+    Raises
+    ------
+    ValueError
+        If a row starts with the mark but the header is not one readable
+        layout of the array's width, or the rows disagree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skicml.video import VideoEmbedding, pack_videos
+    >>> from skicml.video._vilamp._layout import read_layout
+    >>> read_layout(pack_videos([VideoEmbedding(np.ones((3, 2)), np.ones(2))]))
+    (2, 3, 0)
+    """
+    X = np.asarray(X)
+    if X.ndim != 2 or not X.shape[0] or X.shape[1] < HEADER_WIDTH or not (X[:, 0] == PACKED_MARK).any():
+        return None
+    header = X[:, :HEADER_WIDTH]
+    if not (header == header[0]).all():
+        rows = np.flatnonzero((header != header[0]).any(1))
+        raise ValueError(f"row {rows[0]} has the layout header {header[rows[0]].tolist()} but row 0 has "
+                         f"{header[0].tolist()}: packed rows of one array share one layout header "
+                         f"[{PACKED_MARK:g}, dim, n_frames, n_patches]; {_WITHOUT_HEADER}.")
+    _, dim, n_frames, n_patches = (float(v) for v in header[0])
+    readable = all(np.isfinite(v) and v.is_integer() for v in (dim, n_frames, n_patches)) and \
+        dim >= 1 and n_frames >= 1 and n_patches >= 0
+    if not readable or layout_width(int(dim), int(n_frames), int(n_patches)) != X.shape[1]:
+        raise ValueError(f"the rows start with the layout header [{PACKED_MARK:g}, dim, n_frames, n_patches] = "
+                         f"{header[0].tolist()}, which is no layout of their {X.shape[1]} columns (a row holds "
+                         f"{HEADER_WIDTH} + 1 + dim + n_frames * dim * (1 + n_patches) values); "
+                         f"{_WITHOUT_HEADER}.")
+    return int(dim), int(n_frames), int(n_patches)
 
 
 def check_video(video, name="video"):
@@ -127,7 +187,10 @@ def pack_videos(videos, *, n_frames=None, n_patches=None, dtype=np.float32):
 
     Returns
     -------
-    X : ndarray of shape (n_videos, 1 + dim + n_frames * dim * (1 + n_patches))
+    X : ndarray of shape (n_videos, 4 + 1 + dim + n_frames * dim * (1 + n_patches))
+        Each row starts with the layout header ``[PACKED_MARK, dim,
+        n_frames, n_patches]`` (:func:`read_layout` reads it), then the
+        video's length, its query, its frames and its patches.
 
     Examples
     --------
@@ -136,8 +199,10 @@ def pack_videos(videos, *, n_frames=None, n_patches=None, dtype=np.float32):
     >>> videos = [VideoEmbedding(np.ones((3, 2)), np.ones(2)), VideoEmbedding(np.ones((5, 2)), np.ones(2))]
     >>> X = pack_videos(videos)
     >>> X.shape
-    (2, 13)
-    >>> [video.n_frames for video in unpack_videos(X, dim=2, n_frames=5)]
+    (2, 17)
+    >>> X[0, :4].tolist()
+    [-2047.0, 2.0, 5.0, 0.0]
+    >>> [video.n_frames for video in unpack_videos(X)]
     [3, 5]
     """
     if isinstance(videos, VideoEmbedding):
@@ -161,10 +226,11 @@ def pack_videos(videos, *, n_frames=None, n_patches=None, dtype=np.float32):
     if longest > n_frames:
         raise ValueError(f"a video has {longest} frames, more than n_frames={n_frames}.")
     X = np.zeros((len(videos), layout_width(dim, n_frames, n_patches)), dtype=dtype)
+    X[:, :HEADER_WIDTH] = (PACKED_MARK, dim, n_frames, n_patches)
     query, frames, patches = layout_sections(dim, n_frames)
     for row, video in zip(X, videos):
         length = video.n_frames
-        row[0] = length
+        row[HEADER_WIDTH] = length
         row[query] = video.query
         row[frames].reshape(n_frames, dim)[:length] = video.frames
         if n_patches:
@@ -172,14 +238,16 @@ def pack_videos(videos, *, n_frames=None, n_patches=None, dtype=np.float32):
     return X
 
 
-def unpack_videos(X, dim, n_frames, n_patches=0):
+def unpack_videos(X, dim=None, n_frames=None, n_patches=None):
     """The videos of packed rows, as :class:`VideoEmbedding` views (no copies).
 
     Parameters
     ----------
     X : ndarray of shape (n_videos, width)
-    dim, n_frames, n_patches : int
-        The layout (see :func:`pack_videos`).
+    dim, n_frames, n_patches : int or None, default=None
+        The layout (see :func:`pack_videos`). Rows with a layout header are
+        read by it (what is given must agree); rows without one need
+        ``dim`` and ``n_frames`` (``n_patches`` None is 0).
 
     Returns
     -------
@@ -187,17 +255,32 @@ def unpack_videos(X, dim, n_frames, n_patches=0):
         Each cut to its ``n_valid`` frames.
     """
     X = np.asarray(X)
-    width = layout_width(dim, n_frames, n_patches)
-    if X.ndim != 2 or X.shape[1] != width:
+    if X.ndim != 2:
+        raise ValueError(f"packed rows must be a 2-D array (one row per video), got shape {X.shape}.")
+    given = {"dim": dim, "n_frames": n_frames, "n_patches": n_patches}
+    layout = read_layout(X)
+    if layout is not None:
+        check_layout_agrees(layout, given)
+        dim, n_frames, n_patches = layout
+        header = True
+    else:
+        if dim is None or n_frames is None:
+            raise ValueError(f"the rows have no layout header (their first value is not {PACKED_MARK:g}); "
+                             f"{_WITHOUT_HEADER}.")
+        n_patches = 0 if n_patches is None else n_patches
+        header = False
+    width = layout_width(dim, n_frames, n_patches, header)
+    if X.shape[1] != width:
         raise ValueError(f"packed rows of dim={dim}, n_frames={n_frames}, n_patches={n_patches} have "
                          f"{width} columns, got an array of shape {X.shape}.")
-    query, frame_columns, patch_columns = layout_sections(dim, n_frames)
+    query, frame_columns, patch_columns = layout_sections(dim, n_frames, header)
+    start = HEADER_WIDTH if header else 0
     videos = []
     for i, row in enumerate(X):
-        length = row[0]
+        length = row[start]
         if not (float(length).is_integer() and 1 <= length <= n_frames):
-            raise ValueError(f"row {i} says it has {length!r} frames (its first column), outside "
-                             f"1..n_frames={n_frames}.")
+            raise ValueError(f"row {i} says it has {length!r} frames (its value n_valid, column {start}), "
+                             f"outside 1..n_frames={n_frames}.")
         length = int(length)
         frames = row[frame_columns].reshape(n_frames, dim)[:length]
         patches = None
@@ -205,6 +288,15 @@ def unpack_videos(X, dim, n_frames, n_patches=0):
             patches = row[patch_columns].reshape(n_frames, n_patches, dim)[:length]
         videos.append(VideoEmbedding(frames=frames, query=row[query], patches=patches))
     return videos
+
+
+def check_layout_agrees(layout, given):
+    """Raise unless the layout given (``{name: int or None}``) is the one the rows' header says."""
+    for (name, value), found in zip(given.items(), layout):
+        if value is not None and value != found:
+            raise ValueError(f"the rows' layout header says {name}={found}, but {name}={value} was given; "
+                             "leave dim, n_frames and n_patches at None for rows with a header (from "
+                             "pack_videos or CLIPVideoEncoder): they carry their layout.")
 
 
 def _positive(value, name):
