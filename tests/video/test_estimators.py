@@ -249,3 +249,59 @@ def test_a_pipeline_of_the_encoder_and_the_compressor_reads_the_packed_layout(ti
     selection = make_pipeline(CLIPVideoEncoder(embedder=tiny_clip), ViLAMPCompressor(
         max_keyframes=4, redundancy_threshold=1.0, output="selection")).fit_transform(clips)
     assert selection.shape == (3, 14) and (selection.sum(1) == 4).all()
+
+
+def test_the_encoder_reads_pairs_given_as_lists_and_refuses_one_pair_or_none(tiny_clip):
+    # Issue 64: [frames, question] lists were refused, one pair (not in a list) and [] reached numpy.
+    rng = np.random.default_rng(2)
+    frames = rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
+    encoder = CLIPVideoEncoder(embedder=tiny_clip).fit([(frames, "a red circle")])
+    np.testing.assert_array_equal(encoder.transform([[frames, "a red circle"]]),
+                                  encoder.transform([(frames, "a red circle")]))
+    assert CLIPVideoEncoder(embedder=tiny_clip).fit([[frames, "a red circle"]]).n_frames_ == 5
+    for one_pair in ((frames, "a red circle"), [frames, "a red circle"]):
+        with pytest.raises(ValueError, match=r"one \(frames, question\) pair.*\[\(frames, question\)\]"):
+            CLIPVideoEncoder(embedder=tiny_clip).fit(one_pair)
+        with pytest.raises(ValueError, match=r"one \(frames, question\) pair"):
+            encoder.transform(one_pair)
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match="no videos"):
+            CLIPVideoEncoder(embedder=tiny_clip).fit(empty)
+        with pytest.raises(ValueError, match="no videos"):
+            encoder.transform(empty)
+    with pytest.raises(ValueError, match=r"X\[1\] must be a \(frames, question\) pair"):
+        encoder.transform([(frames, "a red circle"), (frames,)])
+    with pytest.raises(ValueError, match=r"X\[0\] must be a \(frames, question\) pair.*question a string"):
+        encoder.transform([(frames, 3)])
+
+
+def test_empty_input_and_records_that_are_not_videoembedding_get_clear_errors():
+    # Issue 64: [] gave scikit-learn's 1-D error; tuples and dicts reached numpy.
+    videos, _ = _videos(n=2, n_frames=10)
+    fitted = ViLAMPCompressor().fit(videos)
+    for estimator in (ViLAMPCompressor(), ViLAMPClassifier(max_epochs=1)):
+        for empty in ([], ()):
+            with pytest.raises(ValueError, match="no videos"):
+                estimator.fit(empty, [])
+    with pytest.raises(ValueError, match="no videos"):
+        fitted.transform([])
+    v = videos[0]
+    for record, kind in (((v.frames, v.query), "tuple"), ((v.frames, v.query, v.patches), "tuple"),
+                         ([v.frames, v.query], "list"),
+                         ({"frames": v.frames, "query": v.query, "patches": v.patches}, "dict")):
+        for X in ([record], [record, record]):
+            with pytest.raises(TypeError, match=rf"X\[0\] is a {kind}.*VideoEmbedding\(frames, query, patches\)"):
+                ViLAMPCompressor().fit(X)
+            with pytest.raises(TypeError, match=rf"X\[0\] is a {kind}.*VideoEmbedding"):
+                fitted.transform(X)
+    with pytest.raises(TypeError, match=r"X\[1\] is a tuple.*VideoEmbedding"):
+        ViLAMPCompressor().fit([v, (v.frames, v.query)])
+
+
+@pytest.mark.parametrize("fraction", [0.99, 0.01])
+def test_a_validation_fraction_that_leaves_a_split_without_a_class_names_itself(fraction):
+    # Issue 64: validation_fraction=0.99 was reported as scikit-learn's test_size.
+    videos, data = _videos(n=16, n_frames=20, n_patches=4, dim=8, n_classes=2)
+    with pytest.raises(ValueError, match=rf"validation_fraction={fraction}.*16 videos"):
+        ViLAMPClassifier(max_epochs=1, validation_fraction=fraction, random_state=0).fit(videos, data.target)
+    ViLAMPClassifier(max_epochs=1, validation_fraction=0.25, random_state=0).fit(videos, data.target)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -184,6 +186,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
         encoder = LabelEncoder().fit(y)
         self.classes_ = encoder.classes_
         targets = torch.as_tensor(encoder.transform(y).astype(np.int64))
+        self._check_validation_split(targets.numpy())
         seed = self._seed()
         dtype = inputs["rows"].dtype
         with seeded(seed):
@@ -199,6 +202,22 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
         self.module_ = module.network.eval()
         self.history_ = {"train_loss": list(history.train_loss), "valid_loss": list(history.valid_loss)}
         return self
+
+    def _check_validation_split(self, targets):
+        """Refuse a ``validation_fraction`` whose stratified split cannot hold every class on both sides."""
+        if not self.validation_fraction:
+            return
+        n = len(targets)
+        n_valid = math.ceil(n * self.validation_fraction)
+        counts = np.bincount(targets)
+        if n_valid < len(counts) or n - n_valid < len(counts) or counts.min() < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} of {n} videos holds out {n_valid} and trains on "
+                f"{n - n_valid}, but the stratified split needs each of the {len(counts)} classes on both sides "
+                f"(at least {len(counts)} videos each, and two videos of every class; the rarest has "
+                f"{counts.min()}). Choose a validation_fraction between {len(counts) / n:.3g} and "
+                f"{1 - len(counts) / n:.3g}, or None."
+            )
 
     def _class_logits(self, X):
         check_is_fitted(self)

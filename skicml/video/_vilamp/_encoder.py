@@ -25,6 +25,13 @@ def _default_embedder():
     return CLIPEmbedder()
 
 
+def _is_pair(item):
+    """Whether ``item`` is meant as a (frames, question) pair rather than a row of numbers."""
+    return isinstance(item, (tuple, list)) and any(
+        isinstance(part, str) or (isinstance(part, (np.ndarray, list, tuple)) and np.ndim(part) >= 1)
+        for part in item)
+
+
 class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     """Embed videos' frames, patches and questions with one CLIP model.
 
@@ -88,10 +95,17 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
 
     def _pairs(self, X, reset):
         """``[(frames, query)]`` from a list of pairs, or single-frame videos from 2-D rows."""
-        if isinstance(X, (list, tuple)) and X and isinstance(X[0], tuple):
+        if isinstance(X, (list, tuple)):
+            if not X:
+                raise ValueError("X holds no videos: pass a list of (frames, question) pairs (or a 2-D array of "
+                                 "flattened frames), at least one.")
+            if len(X) == 2 and isinstance(X[1], str) and not isinstance(X[0], str):
+                raise ValueError("X is one (frames, question) pair; pass a list of pairs, [(frames, question)], "
+                                 "even for one video.")
+        if isinstance(X, (list, tuple)) and _is_pair(X[0]):
             pairs = []
             for i, item in enumerate(X):
-                if len(item) != 2 or not isinstance(item[1], str):
+                if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[1], str):
                     raise ValueError(f"X[{i}] must be a (frames, question) pair with the question a string.")
                 frames = check_video_frames(item[0], f"X[{i}][0]")
                 if self.max_frames is not None and len(frames) > self.max_frames:
@@ -115,8 +129,9 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : list of (frames, question) pairs, or 2-D array
-            ``frames`` a (n_frames, height, width, 3) uint8 array (or floats
-            in [0, 1]); a 2-D array holds one flattened frame per row.
+            Pairs as tuples or lists, ``frames`` a (n_frames, height, width,
+            3) uint8 array (or floats in [0, 1]); a 2-D array holds one
+            flattened frame per row (uint8 pixels, or floats in [0, 1]).
         y : None
             Ignored.
 

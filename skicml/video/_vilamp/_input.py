@@ -70,6 +70,16 @@ def query_matrix(videos, dtype):
     return torch.from_numpy(np.stack([np.asarray(v.query) for v in videos])).to(dtype)
 
 
+def _check_not_records(X):
+    """Refuse tuples and dicts of arrays where :class:`VideoEmbedding` records belong (rows of numbers pass)."""
+    for i, item in enumerate(X):
+        if isinstance(item, dict) or (isinstance(item, (tuple, list)) and any(
+                isinstance(part, (np.ndarray, list, tuple)) and np.ndim(part) >= 1 for part in item)):
+            raise TypeError(f"X[{i}] is a {type(item).__name__} of arrays; pass each video as "
+                            "VideoEmbedding(frames, query, patches) (patches may be None), or packed rows "
+                            "(skicml.video.pack_videos).")
+
+
 class VideoInputMixin:
     """Layout resolution and video reading for the ViLAMP estimators."""
 
@@ -106,6 +116,10 @@ class VideoInputMixin:
 
     def _read_videos(self, X, reset):
         """``list of VideoEmbedding`` from packed rows, single-frame rows or a list of videos."""
+        if isinstance(X, (list, tuple)):
+            if not X:
+                raise ValueError("X holds no videos: pass a list of VideoEmbedding (or packed rows), at least one.")
+            _check_not_records(X)
         if isinstance(X, VideoEmbedding) or (isinstance(X, (list, tuple)) and X and
                                              isinstance(X[0], VideoEmbedding)):
             videos = [X] if isinstance(X, VideoEmbedding) else list(X)
