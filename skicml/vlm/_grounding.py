@@ -55,7 +55,8 @@ def check_word_maps(word_maps, n_images, resolution=None, name="word_maps"):
     """Validate a list of ``{word: (R, R) map}`` dicts; return it with float32 maps.
 
     Maps of another square resolution are area-resized to ``resolution``
-    when it is given; values outside [0, 1] are min-max scaled per map.
+    when it is given; values outside [0, 1] are refused (a teacher's maps
+    are min-max scaled by the teacher, so that 1 is where the word is most).
     """
     if not isinstance(word_maps, (list, tuple)) or len(word_maps) != n_images:
         got = len(word_maps) if isinstance(word_maps, (list, tuple)) else type(word_maps).__name__
@@ -72,10 +73,14 @@ def check_word_maps(word_maps, n_images, resolution=None, name="word_maps"):
                 raise ValueError(f"{name}[{i}][{word!r}] must be a square 2-D map; got shape {word_map.shape}.")
             if not np.isfinite(word_map).all():
                 raise ValueError(f"{name}[{i}][{word!r}] holds NaN or infinite values.")
+            low, high = float(word_map.min()), float(word_map.max())
+            if low < 0 or high > 1:
+                raise ValueError(f"{name}[{i}][{word!r}] has values from {low:.4g} to {high:.4g}; a teacher's maps "
+                                 "hold values in [0, 1] (1 where the word is most). min-max scale each map first: "
+                                 "(m - m.min()) / (m.max() - m.min()).")
             if resolution is not None:
-                word_map = resize_map(word_map, resolution)
-            if word_map.min() < 0 or word_map.max() > 1:
-                word_map = minmax(word_map)
+                # An area average of values in [0, 1] stays there, up to rounding.
+                word_map = np.clip(resize_map(word_map, resolution), 0.0, 1.0)
             out[str(word).strip().lower()] = word_map
         checked.append(out)
     return checked

@@ -48,6 +48,9 @@ class _VLMInputMixin:
     def _read(self, X, reset):
         """``(images, prompts)`` of ``X`` in any of its four forms."""
         prompts = self.prompt
+        if isinstance(X, (list, tuple)) and not X:
+            raise ValueError("X holds no images: pass images (an array, a list, dicts or a data frame with an "
+                             "'image' column), at least one.")
         if hasattr(X, "columns") and "image" in X.columns:
             prompts = list(X["prompt"]) if "prompt" in X.columns else prompts
             images = check_images(list(X["image"]))

@@ -64,7 +64,8 @@ def n_hooks(model):
 
 
 def steerer(adapter, **params):
-    return VISTASteerer(backbone=adapter, **{"prompt": PROMPT, "max_new_tokens": 8, "num_beams": 3, **params})
+    return VISTASteerer(backbone=adapter, **{"prompt": PROMPT, "max_new_tokens": 8, "num_beams": 3, "sla_window": 2,
+                                             **params})
 
 
 # ----------------------------------------------------------------------

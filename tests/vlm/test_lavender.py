@@ -186,9 +186,13 @@ def test_the_oracle_refuses_images_it_was_not_built_from(scenes):
         teacher.word_maps(images[6:8], captions[6:8])
 
 
-def test_word_maps_are_checked_resized_and_scaled():
-    maps = check_word_maps([{"Red": np.full((16, 16), 3.0) + np.eye(16)}], 1, resolution=8)
-    assert maps[0]["red"].shape == (8, 8) and maps[0]["red"].max() == 1.0 and maps[0]["red"].min() == 0.0
+def test_word_maps_are_checked_and_resized():
+    maps = check_word_maps([{"Red": np.full((16, 16), 0.25) + 0.75 * np.eye(16)}], 1, resolution=8)
+    assert maps[0]["red"].shape == (8, 8) and maps[0]["red"].max() <= 1.0 and maps[0]["red"].min() == 0.25
+    # Issue 64: maps outside [0, 1] were min-max scaled without a word.
+    for bad, found in ((np.full((16, 16), 3.0) + np.eye(16), "3 to 4"), (np.linspace(-1, 1, 64).reshape(8, 8), "-1")):
+        with pytest.raises(ValueError, match=rf"(?s)word_maps\[0\]\['red'\].*{found}.*\[0, 1\].*min-max"):
+            check_word_maps([{"red": bad}], 1, resolution=8)
     np.testing.assert_allclose(resize_map(np.ones((6, 6)), 4), np.ones((4, 4)))
     with pytest.raises(ValueError, match="square 2-D map"):
         check_word_maps([{"red": np.ones((4, 5))}], 1)
@@ -305,6 +309,11 @@ def test_bad_inputs_get_clear_errors(scenes):
         tuner(scenes, teacher=None).fit(images, captions)
     with pytest.raises(ValueError, match="one target text per image"):
         tuner(scenes).fit(images, captions[:3])
+    # Issue 64: a single string said "got 0" captions; maps outside [0, 1] were rescaled silently.
+    with pytest.raises(ValueError, match=r"y is a single string.*one target text per image \(12\)"):
+        tuner(scenes).fit(images, "a red circle")
+    with pytest.raises(ValueError, match=r"(?s)teacher maps\[0\]\['red'\].*\[0, 1\]"):
+        tuner(scenes).fit([{"image": i, "teacher_maps": {"red": np.full((8, 8), 2.0)}} for i in images], captions)
     with pytest.raises(ValueError, match="non-empty strings"):
         tuner(scenes).fit(images[:2], ["a red circle", ""])
     with pytest.raises(ValueError, match="outside the backbone's vocabulary"):

@@ -126,7 +126,18 @@ def test_self_logits_are_one_matmul_of_the_mean_logit_lens(model, scenes, final_
 def test_sla_layers_follow_the_official_inclusive_convention(model):
     assert steerer(model, sla_layers=(1, 2)).fit().sla_layers_ == [1, 2]
     assert steerer(model, sla_window=2).fit().sla_layers_ == [1, 2]  # the two below the last of 4
-    assert steerer(model, sla_window=9).fit().sla_layers_ == [0, 1, 2]
+    assert steerer(model, sla_window=3).fit().sla_layers_ == [0, 1, 2]
+
+
+def test_a_window_deeper_than_the_backbone_is_refused_at_fit(model):
+    # Issue 64: sla_window=10 on a shallow backbone was clipped without a word.
+    with pytest.raises(ValueError, match=r"sla_window=9.*4 decoder layers.*at most 3"):
+        steerer(model, sla_window=9).fit()
+    with pytest.raises(ValueError, match=r"sla_window=4.*4 decoder layers"):
+        steerer(model, sla_window=4).fit()
+    # Not used, not refused: no self-logits, or an explicit range.
+    assert steerer(model, sla_window=9, sla=False).fit().sla_layers_ == [0, 1, 2]
+    assert steerer(model, sla_window=9, sla_layers=(1, 2)).fit().sla_layers_ == [1, 2]
 
 
 def test_fitted_mode_amortises_one_vector(model, scenes):
@@ -148,7 +159,7 @@ def test_input_forms_agree(model, scenes):
     as_dicts = fitted.predict([{"image": images[0], "prompt": prompt}, {"image": images[1]}])
     as_frame = fitted.predict(pd.DataFrame({"image": list(images[:2]), "prompt": [prompt, prompt]}))
     assert list(as_array) == list(as_dicts) == list(as_frame)
-    rows = VISTASteerer(backbone=model, max_new_tokens=3, image_shape=(48, 48, 3)).fit(
+    rows = VISTASteerer(backbone=model, max_new_tokens=3, sla_window=2, image_shape=(48, 48, 3)).fit(
         images[:2].reshape(2, -1) / 255.0)
     assert rows.n_features_in_ == 48 * 48 * 3
     assert rows.predict(images[:2].reshape(2, -1) / 255.0).shape == (2,)
@@ -292,7 +303,12 @@ def test_bad_inputs_get_clear_errors(model, scenes):
         steerer(model, prompt=" ").fit().predict(images[:1])
     with pytest.raises(ValueError, match="'image' key"):
         steerer(model).fit().predict([{"prompt": "describe :"}])
-    # Issue 64: a data frame without an 'image' column reached pandas' "setting an array element with a sequence".
+    # Issue 64: these reached scikit-learn's 1-D error and pandas' "setting an array element with a sequence".
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match="no images"):
+            steerer(model).fit().predict(empty)
+        with pytest.raises(ValueError, match="no images"):
+            VisualSteeringVector(backbone=model).fit(empty)
     for frame, holds in ((pd.DataFrame({"img": list(images[:2])}), "images or arrays"),
                          (pd.DataFrame({"prompt": ["describe :"] * 2}), "strings")):
         with pytest.raises(ValueError, match=rf"(?s)data frame without an 'image' column.*{holds}.*named 'image'"):

@@ -109,7 +109,7 @@ def save_word_maps(root, names, word_maps, subdir="0", size=32):
         component is used).
     word_maps : list of dict
         ``{word: (R, R) map}`` per image, values in [0, 1] (others are
-        min-max scaled), as any teacher returns them.
+        refused), as any teacher returns them.
     subdir : str, default="0"
         The folder level between ``lpm_attention`` and the files.
     size : int, default=32

@@ -322,9 +322,11 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         if y is None:
             raise ValueError("LavenderTuner requires y to be passed, but the target y is None: give the target "
                              "text of each image.")
-        y = np.asarray(y, dtype=object).ravel() if not isinstance(y, str) else None
-        if y is None or len(y) != n:
-            raise ValueError(f"y must hold one target text per image ({n}); got {0 if y is None else len(y)}.")
+        if isinstance(y, str):
+            raise ValueError(f"y is a single string; pass one target text per image ({n}), as a list of strings.")
+        y = np.asarray(y, dtype=object).ravel()
+        if len(y) != n:
+            raise ValueError(f"y must hold one target text per image ({n}); got {len(y)}.")
         bad = [i for i, text in enumerate(y) if not isinstance(text, str) or not text.strip()]
         if bad:
             raise ValueError(f"y must hold the target text of each image, non-empty strings; y[{bad[0]}] is "

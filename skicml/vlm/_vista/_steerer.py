@@ -238,7 +238,8 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
     sla_gamma : float, default=0.3
     sla_window : int, default=5
         The ``w`` layers below the last one (the paper's window; the official
-        code's default spans 6). Clipped to the backbone's depth minus one.
+        code's default spans 6). At most the backbone's depth minus one
+        (a deeper window is refused at fit).
     sla_layers : tuple of (int, int) or None, default=None
         Explicit inclusive 0-based range of layers, the official
         ``--logits-layers`` convention; overrides ``sla_window``.
@@ -398,8 +399,10 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
                 raise ValueError(f"sla_layers={self.sla_layers!r}: expected 0 <= start <= end < {last} "
                                  f"(layers below the last of the backbone's {self.n_layers_}).")
             return list(range(start, end + 1))
-        if self.n_layers_ < 2:
-            return []
+        if self.sla and self.sla_window > last:
+            raise ValueError(f"sla_window={self.sla_window} layers below the last one, but the backbone has "
+                             f"{self.n_layers_} decoder layers: sla_window can be at most {last}"
+                             f"{'' if last else ' (there is no layer below the last: pass sla=False)'}.")
         window = min(self.sla_window, last)
         return list(range(last - window, last))
 
