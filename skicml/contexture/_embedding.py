@@ -20,22 +20,26 @@ from ._spectrum import _fitted_score, spectral_decay_rate
 
 __all__ = ["ContextureEmbedding"]
 
-# solver="auto" takes the dense SVD up to this many rows or anchors.
+# solver="auto" takes the dense SVD up to this many rows or anchors when it
+# needs a long spectrum, and ARPACK above _ARPACK_MIN for a few components.
 _DENSE_LIMIT = 2000
+_ARPACK_MIN = 300
 
 
 class _Deflated(_MatmatOperator):
-    """``Q - u0 v0^T``: the operator without its trivial (constant) mode."""
+    """``Q - U diag(s) V^T``: the operator without the modes already found (the constant one first)."""
 
-    def __init__(self, Q, u0, v0):
+    def __init__(self, Q, U, s, V):
         super().__init__(dtype=np.float64, shape=Q.shape)
-        self.Q, self.u0, self.v0 = aslinearoperator(Q), u0, v0
+        self.Q = aslinearoperator(Q)
+        self.QH = self.Q.H
+        self.U, self.s, self.V = U, s, V
 
-    def _matmat(self, V):
-        return self.Q @ V - np.outer(self.u0, self.v0 @ V)
+    def _matmat(self, X):
+        return self.Q @ X - self.U @ (self.s[:, None] * (self.V.T @ X))
 
-    def _rmatmat(self, U):
-        return self.Q.H @ U - np.outer(self.v0, self.u0 @ U)
+    def _rmatmat(self, Y):
+        return self.QH @ Y - self.V @ (self.s[:, None] * (self.U.T @ Y))
 
 
 def _dense(Q):
@@ -50,11 +54,13 @@ def _randomized_svd(A, k, n_iter, rng, oversamples=None):
     scikit-learn's ``randomized_svd`` needs an array or a sparse matrix;
     the implicit RBF operator is neither. Contexts have clustered singular
     values near 1, where 10 extra directions leave the 32nd eigenvalue of a
-    kNN context 4e-3 off; ``k`` extra directions (the default) bring it to
-    1e-4 for 1.5 times the time.
+    kNN context 4e-3 off; ``k`` extra directions (the default, at least
+    32) bring it to 1e-4 for 1.5 times the time. The floor matters for few
+    components: 5 + 10 directions left the top singular values of a kNN
+    context 1e-3 off.
     """
     n, m = A.shape
-    size = min(k + (max(10, k) if oversamples is None else oversamples), n, m)
+    size = min(k + (max(32, k) if oversamples is None else oversamples), n, m)
     basis = A @ rng.standard_normal((m, size))
     basis, _ = np.linalg.qr(basis)
     for _ in range(n_iter):
@@ -65,6 +71,76 @@ def _randomized_svd(A, k, n_iter, rng, oversamples=None):
     small = (A.H @ basis).T
     u_small, s, vt = np.linalg.svd(small, full_matrices=False)
     return (basis @ u_small)[:, :k], s[:k], vt[:k]
+
+
+def _arpack_svd(A, k, rng):
+    """Top ``k`` singular triplets by ARPACK's Lanczos on the Gram operator of the smaller side.
+
+    What :func:`scipy.sparse.linalg.svds` does, without its checks and
+    copies: ``eigsh`` on ``A^H A`` (or ``A A^H``), then a Rayleigh-Ritz SVD
+    of ``A`` on the Ritz vectors, which gets small singular values to
+    rounding rather than to its square root.
+    """
+    n, m = A.shape
+    A = aslinearoperator(A)
+    AH = A.H
+    if m <= n:
+        outer, inner, size = AH, A, m
+    else:
+        outer, inner, size = A, AH, n
+    gram = LinearOperator((size, size), matvec=lambda x: outer @ (inner @ x),
+                          matmat=lambda X: outer @ (inner @ X), dtype=np.float64)
+    _, vectors = eigsh(gram, k=k, which="LA", v0=rng.uniform(-1, 1, size=size))
+    u, s, wt = np.linalg.svd(inner @ vectors, full_matrices=False)
+    if m <= n:
+        return u, s, vectors @ wt.T
+    return vectors @ wt.T, s, u
+
+
+def _top_triplets(Q, deflation, k, solver, symmetric, rng):
+    """``(U, s, V)``: the top ``k`` singular triplets of ``Q - sum U_j diag(s_j) V_j^T``.
+
+    ``deflation`` lists the ``(U_j, s_j, V_j)`` blocks taken out first (the
+    constant mode, the components already found). With ``symmetric`` the
+    eigenpairs of largest signed eigenvalue, ``V = U``.
+    """
+    n, m = Q.shape
+    if solver == "arpack" and k >= min(n, m) - 1:
+        solver = "dense"  # ARPACK cannot return all singular values.
+    if solver == "dense":
+        A = _dense(Q)
+        for U_j, s_j, V_j in deflation:
+            A = A - (U_j * s_j) @ V_j.T
+        if symmetric:
+            values, vectors = scipy.linalg.eigh((A + A.T) / 2)
+            order = np.argsort(values)[::-1][:k]
+            s, U = values[order], vectors[:, order]
+            V = U.copy()
+        else:
+            U, s, Vt = scipy.linalg.svd(A, full_matrices=False, lapack_driver="gesdd")
+            U, s, V = U[:, :k], s[:k], Vt[:k].T
+    else:
+        if deflation:
+            U_all = np.hstack([U_j for U_j, _, _ in deflation])
+            s_all = np.concatenate([s_j for _, s_j, _ in deflation])
+            V_all = np.hstack([V_j for _, _, V_j in deflation])
+            A = _Deflated(Q, U_all, s_all, V_all)
+        else:
+            A = aslinearoperator(Q)
+        if symmetric:
+            values, U = eigsh(A, k=k, which="LA", v0=rng.uniform(-1, 1, size=n))
+            order = np.argsort(values)[::-1]
+            s, U = values[order], U[:, order]
+            V = U.copy()
+        elif solver == "arpack":
+            U, s, V = _arpack_svd(A, k, rng)
+        else:
+            U, s, Vt = _randomized_svd(A, k, n_iter=7, rng=rng)
+            V = Vt.T
+    # Deterministic signs: the largest entry of each left vector is positive.
+    U, Vt = svd_flip(U, V.T, u_based_decision=True)
+    s = np.clip(s, -1.0, 1.0) if symmetric else np.clip(s, 0.0, 1.0)
+    return U, s, Vt.T
 
 
 class ContextureEmbedding(TransformerMixin, BaseEstimator):
@@ -95,9 +171,12 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
     n_components : int, default=32
         ``d``, the width of the embedding.
     max_components : int, default=512
-        ``d_0``, how many singular values are computed for the spectrum and
-        the score (capped at what the operator has: ``min(n_rows,
-        n_anchors) - 1`` after the trivial mode).
+        ``d_0``, how many singular values the spectrum attributes and the
+        score hold (capped at what the operator has: ``min(n_rows,
+        n_anchors) - 1`` after the trivial mode). ``fit`` solves only the
+        ``n_components`` the embedding needs (except with the dense solver,
+        which gets them all at once); the rest is solved the first time a
+        spectrum attribute, the score or ``tau_`` is read, then cached.
     scale : {"unit", "singular"}, default="unit"
         ``"unit"``: the singular functions ``mu_i`` (mean 0, identity
         covariance over the fit rows); ``"singular"``: ``s_i mu_i``, the
@@ -105,8 +184,14 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
     solver : {"auto", "dense", "randomized", "arpack"}, default="auto"
         ``"dense"``: full SVD (LAPACK); ``"randomized"``: randomized SVD
         with 7 power iterations on the sparse or implicit operator;
-        ``"arpack"``: :func:`scipy.sparse.linalg.svds`. ``"auto"`` takes
-        ``"dense"`` up to 2,000 rows or anchors, else ``"randomized"``.
+        ``"arpack"``: ARPACK's Lanczos (:func:`scipy.sparse.linalg.eigsh`)
+        on the Gram operator, as :func:`scipy.sparse.linalg.svds` does.
+        ``"auto"`` takes ``"arpack"`` for up to a fifth of the singular
+        values of a sparse or dense operator above 300 rows and anchors (what
+        :class:`~sklearn.manifold.SpectralEmbedding` does on kNN graphs), else
+        ``"dense"`` up to 2,000 rows or anchors and ``"randomized"`` beyond
+        (and for the implicit RBF operator); it chooses separately for the
+        ``n_components`` of ``fit`` and for the rest of the spectrum.
     subsample : int or None, default=None
         Fit the context and its spectrum on this many random rows (appendix
         D of the paper: ``d_0 log d_0`` rows estimate the spectrum well);
@@ -127,7 +212,11 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         The fitted context (a clone of ``context``).
     singular_values_ : ndarray of shape (n_singular_values,)
         ``s_1 >= s_2 >= ...`` (``s_0 = 1`` excluded), in [0, 1]; signed
-        eigenvalues with ``graph_mode="laplacian"``.
+        eigenvalues with ``graph_mode="laplacian"``. ``n_singular_values =
+        min(max_components, rank)``. This attribute, ``eigenvalues_``,
+        ``anchor_functions_``, ``tau_``, ``tau_curve_``,
+        ``optimal_n_components_`` and ``decay_rate_`` are computed on first
+        access (beyond the first ``n_components``) and cached.
     eigenvalues_ : ndarray of shape (n_singular_values,)
         ``s_i ** 2``, the eigenvalues of the dual kernel's operator.
     anchor_functions_ : ndarray of shape (n_anchors, n_singular_values)
@@ -260,87 +349,165 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         X_fit = X if rows is None else X[rows]
         y_fit = y if (rows is None or y is None) else np.asarray(y)[rows]
         self.context_ = clone(context).fit(X_fit, y_fit)
+        # The longer spectrum is solved on demand with its own generator, seeded
+        # here so that it does not depend on when it is first asked for.
+        self._spectrum_seed = int(rng.randint(np.iinfo(np.int32).max))
+        self._full_spectrum = None
+        self._cached_score = None
 
-        U, s, V = self._spectrum(self.context_, rng)
-        if self.n_components > s.size:
-            raise ValueError(
-                f"n_components={self.n_components} is more than the {s.size} singular functions this context "
-                f"has on {self.context_.fit_operator_.shape[0]} rows and {self.context_.n_anchors_} anchors "
-                f"(after the constant one); pass n_components <= {s.size}."
-            )
-        if np.any(np.abs(s[: self.n_components]) <= 1e-12):
+        U, s, V = self._leading_spectrum(self.context_, rng)
+        if np.any(np.abs(s) <= 1e-12):
             warn_user(
-                f"singular values of components {np.flatnonzero(np.abs(s[: self.n_components]) <= 1e-12).tolist()}"
+                f"singular values of components {np.flatnonzero(np.abs(s) <= 1e-12).tolist()}"
                 " are zero: the context carries no information there and new rows get 0 in those columns.",
                 UserWarning,
             )
-        self.singular_values_ = s
-        self.eigenvalues_ = s**2
-        self.anchor_functions_ = V * self.context_.anchor_scale_[:, None]
-        self.tau_, self.optimal_n_components_, self.tau_curve_ = _fitted_score(
-            self.eigenvalues_, self.max_components, self.beta)
-        self.decay_rate_ = float(spectral_decay_rate(self.eigenvalues_))
+        self._fit_triplets = (U, s, V)
+        self._components_singular_values = s
+        self._components_anchor_functions = V * self.context_.anchor_scale_[:, None]
         if rows is None:
             # The out-of-sample formula on the fit rows, rather than U itself,
             # so that transform(X) repeats fit_transform(X) whatever the solver;
             # with an exact SVD the two agree to rounding.
-            unit = U[:, : self.n_components] / np.sqrt(self.context_.row_marginal_)[:, None]
+            unit = U / np.sqrt(self.context_.row_marginal_)[:, None]
             self.embedding_ = self._average_encoder(self.context_.fit_conditional_, fallback=unit)
         else:
             self.embedding_ = self.transform(X)
         return self
 
-    def _spectrum(self, context, rng):
-        """``(U, s, V)``: the non-trivial singular triplets of the context's operator."""
-        Q = context.fit_operator_
-        trivial = context.trivial_mode_
-        n, m = Q.shape
-        rank = min(n, m) - (1 if trivial is not None else 0)
+    # The spectrum ------------------------------------------------------
+    def _n_singular_values(self, Q, trivial):
+        """``min(max_components, rank)``: how long the spectrum attributes are."""
+        rank = min(Q.shape) - (1 if trivial is not None else 0)
         k = min(self.max_components, rank)
         if k < 1:
             raise ValueError(f"the context's operator of shape {Q.shape} has no singular function beyond the "
                              "constant one; give it more rows.")
+        return k
+
+    def _choose_solver(self, Q, k):
+        """The solver for the top ``k`` singular triplets of ``Q``.
+
+        ``"auto"`` follows :class:`~sklearn.manifold.SpectralEmbedding`:
+        ARPACK (Lanczos on the Gram operator, two products with ``Q`` per
+        step) when few components of a sparse or dense operator are asked
+        for; the dense SVD for small operators or long spectra; the
+        randomized SVD for long spectra of large operators and for implicit
+        operators (the RBF op), whose block products amortise a pass over the
+        kernel.
+        """
+        n, m = Q.shape
+        solver = self.solver
+        if solver == "auto":
+            if min(n, m) > _ARPACK_MIN and k <= min(n, m) // 5 and not isinstance(Q, LinearOperator):
+                solver = "arpack"
+            else:
+                solver = "dense" if min(n, m) <= _DENSE_LIMIT else "randomized"
+        return solver
+
+    def _leading_spectrum(self, context, rng):
+        """``(U, s, V)`` of the first ``n_components`` non-trivial singular triplets.
+
+        With the dense solver the whole spectrum (up to ``max_components``)
+        comes at no extra cost and is kept; other solvers compute only what
+        the embedding needs, and the rest waits for :meth:`_spectrum`.
+        """
+        Q = context.fit_operator_
+        trivial = context.trivial_mode_
+        limit = self._n_singular_values(Q, trivial)
+        if self.n_components > limit:
+            raise ValueError(
+                f"n_components={self.n_components} is more than the {limit} singular functions this context "
+                f"has on {Q.shape[0]} rows and {context.n_anchors_} anchors "
+                f"(after the constant one, up to max_components={self.max_components}); "
+                f"pass n_components <= {limit}."
+            )
         symmetric = self.graph_mode == "laplacian"
         if symmetric and not isinstance(context, GraphContext):
             raise ValueError("graph_mode='laplacian' needs a GraphContext (a symmetric operator).")
-        solver = self.solver
-        if solver == "auto":
-            solver = "dense" if min(n, m) <= _DENSE_LIMIT else "randomized"
-        if solver == "arpack" and k >= min(n, m) - 1:
-            solver = "dense"  # ARPACK cannot return all singular values.
+        d = self.n_components
+        solver = self._choose_solver(Q, d)
+        deflation = [] if trivial is None else [(trivial[0][:, None], np.ones(1), trivial[1][:, None])]
+        if solver == "dense" or (solver == "arpack" and d >= min(Q.shape) - 1):
+            U, s, V = _top_triplets(Q, deflation, limit, "dense", symmetric, rng)
+            self._full_spectrum = (s, V * context.anchor_scale_[:, None])
+            return U[:, :d], s[:d], V[:, :d]
+        return _top_triplets(Q, deflation, d, solver, symmetric, rng)
 
-        if solver == "dense":
-            A = _dense(Q)
-            if trivial is not None:
-                A = A - np.outer(*trivial)
-            if symmetric:
-                values, vectors = scipy.linalg.eigh((A + A.T) / 2)
-                order = np.argsort(values)[::-1][:k]
-                s, U = values[order], vectors[:, order]
-                V = U.copy()
-            else:
-                U, s, Vt = scipy.linalg.svd(A, full_matrices=False, lapack_driver="gesdd")
-                U, s, V = U[:, :k], s[:k], Vt[:k].T
-        else:
-            A = aslinearoperator(Q) if trivial is None else _Deflated(Q, *trivial)
-            if symmetric:
-                v0 = rng.uniform(-1, 1, size=n)
-                values, U = eigsh(A, k=k, which="LA", v0=v0)
-                order = np.argsort(values)[::-1]
-                s, U = values[order], U[:, order]
-                V = U.copy()
-            elif solver == "arpack":
-                v0 = rng.uniform(-1, 1, size=min(n, m))
-                U, s, Vt = svds(A, k=k, solver="arpack", v0=v0)
-                order = np.argsort(s)[::-1]
-                U, s, V = U[:, order], s[order], Vt[order].T
-            else:
-                U, s, Vt = _randomized_svd(A, k, n_iter=7, rng=rng)
-                V = Vt.T
-        # Deterministic signs: the largest entry of each left vector is positive.
-        U, Vt = svd_flip(U, V.T, u_based_decision=True)
-        s = np.clip(s, -1.0, 1.0) if symmetric else np.clip(s, 0.0, 1.0)
-        return U, s, Vt.T
+    def _spectrum(self):
+        """``(s, nu)`` up to ``max_components``: the fit's components, then the rest (solved once, cached).
+
+        The rest is the top of the operator deflated by the constant mode
+        and the fit's triplets, so the fit's components stay what
+        ``embedding_`` and ``transform`` use.
+        """
+        check_is_fitted(self, "context_")
+        if self._full_spectrum is None:
+            context = self.context_
+            Q = context.fit_operator_
+            trivial = context.trivial_mode_
+            limit = self._n_singular_values(Q, trivial)
+            U, s, V = self._fit_triplets
+            nu = self._components_anchor_functions
+            if limit > s.size:
+                symmetric = self.graph_mode == "laplacian"
+                deflation = [] if trivial is None else [(trivial[0][:, None], np.ones(1), trivial[1][:, None])]
+                # Symmetric: send the found eigenvalues to -2, below the
+                # spectrum [-1, 1], so that the largest ones left are the next.
+                deflation.append((U, s + 2.0 if symmetric else s, V))
+                rest = limit - s.size
+                solver = self._choose_solver(Q, rest)
+                _, s_rest, V_rest = _top_triplets(Q, deflation, rest, solver, symmetric,
+                                                  np.random.RandomState(self._spectrum_seed))
+                # Rounding can put a deflated value a hair above the last found one.
+                bound = s[-1] if s.size else 1.0
+                s = np.concatenate([s, np.minimum(s_rest, bound)])
+                nu = np.hstack([nu, V_rest * context.anchor_scale_[:, None]])
+            self._full_spectrum = (s, nu)
+        return self._full_spectrum
+
+    @property
+    def singular_values_(self):
+        """``s_1 >= s_2 >= ...`` up to ``max_components`` (computed on first access, then cached)."""
+        return self._spectrum()[0]
+
+    @property
+    def eigenvalues_(self):
+        """``s_i ** 2`` (computed on first access, then cached)."""
+        return self._spectrum()[0] ** 2
+
+    @property
+    def anchor_functions_(self):
+        """``nu_i`` on the anchors up to ``max_components`` (computed on first access, then cached)."""
+        return self._spectrum()[1]
+
+    def _score(self):
+        check_is_fitted(self, "context_")
+        if getattr(self, "_cached_score", None) is None or self._cached_score[0] is not self._spectrum():
+            eigenvalues = self.eigenvalues_
+            tau, d_star, curve = _fitted_score(eigenvalues, self.max_components, self.beta)
+            self._cached_score = (self._spectrum(), tau, d_star, curve, float(spectral_decay_rate(eigenvalues)))
+        return self._cached_score[1:]
+
+    @property
+    def tau_(self):
+        """The context score ``min_d tau_d`` (needs the spectrum up to ``max_components``)."""
+        return self._score()[0]
+
+    @property
+    def optimal_n_components_(self):
+        """``argmin_d tau_d`` (needs the spectrum up to ``max_components``)."""
+        return self._score()[1]
+
+    @property
+    def tau_curve_(self):
+        """``tau_d`` for ``d = 1, 2, ...`` (needs the spectrum up to ``max_components``)."""
+        return self._score()[2]
+
+    @property
+    def decay_rate_(self):
+        """``lambda`` of the fit ``s_i^2 = exp(-lambda i)`` (needs the spectrum up to ``max_components``)."""
+        return self._score()[3]
 
     def transform(self, X):
         """Embed rows by the average-encoder formula.
@@ -362,9 +529,8 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         return self._average_encoder(self.context_.conditional(X))
 
     def _average_encoder(self, W, fallback=None):
-        d = self.n_components
-        s = self.singular_values_[:d]
-        projected = np.asarray(W @ self.anchor_functions_[:, :d])
+        s = self._components_singular_values
+        projected = np.asarray(W @ self._components_anchor_functions)
         if self.scale == "singular":
             return projected
         zero = np.abs(s) <= 1e-12

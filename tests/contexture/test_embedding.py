@@ -317,3 +317,70 @@ def test_anchors_no_row_reaches_are_dropped():
         np.arange(12).reshape(-1, 1))
     assert embedding.context_.n_anchors_ == 12 and embedding.anchor_functions_.shape[0] == 12
     assert embedding.singular_values_[0] == pytest.approx(0.5)
+
+
+def _recording_solves(monkeypatch):
+    from skicml.contexture import _embedding
+
+    calls = []
+    solve = _embedding._top_triplets
+
+    def record(Q, deflation, k, solver, symmetric, rng):
+        calls.append((k, solver))
+        return solve(Q, deflation, k, solver, symmetric, rng)
+
+    monkeypatch.setattr(_embedding, "_top_triplets", record)
+    return calls
+
+
+def test_fit_solves_only_the_components_asked_for(monkeypatch):
+    calls = _recording_solves(monkeypatch)
+    X = np.random.default_rng(0).normal(size=(1200, 4))
+    embedding = ContextureEmbedding(KNNContext(10), n_components=6, random_state=0).fit(X)
+    # A sparse kNN context takes ARPACK, as SpectralEmbedding does, for 6 components only.
+    assert calls == [(6, "arpack")]
+    Z = embedding.transform(X[:50])
+    assert calls == [(6, "arpack")] and Z.shape == (50, 6)
+    # The spectrum attributes solve the rest once, on first access.
+    assert embedding.singular_values_.size == 512 and np.isfinite(embedding.tau_)
+    assert [k for k, _ in calls] == [6, 506]
+    embedding.anchor_functions_, embedding.decay_rate_, embedding.score()
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("solver", ["arpack", "randomized"])
+def test_spectrum_solved_on_demand_matches_the_dense_solve(solver):
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    dense = ContextureEmbedding(KNNContext(12), n_components=4, max_components=40, solver="dense").fit(X)
+    lazy = ContextureEmbedding(KNNContext(12), n_components=4, max_components=40, solver=solver,
+                               random_state=0).fit(X)
+    atol = 1e-10 if solver == "arpack" else 1e-4
+    np.testing.assert_allclose(lazy.singular_values_, dense.singular_values_, atol=atol)
+    assert np.all(np.diff(lazy.singular_values_) <= 0)
+    assert lazy.tau_ == pytest.approx(dense.tau_, abs=10 * atol)
+    # The functions found on demand are orthogonal to the fit's (deflation) in P_X.
+    context = lazy.context_
+    nu = lazy.anchor_functions_
+    gram = (nu * context.anchor_marginal_[:, None]).T @ nu
+    np.testing.assert_allclose(gram, np.eye(40), atol=1e-6 if solver == "arpack" else 1e-3)
+    np.testing.assert_allclose(lazy.transform(X), lazy.embedding_, atol=1e-8)
+
+
+def test_laplacian_mode_solved_on_demand_matches_the_dense_solve():
+    graph = nx.connected_watts_strogatz_graph(120, 6, 0.2, seed=0)
+    nodes = np.arange(120)
+    kwargs = dict(n_components=3, max_components=15, graph_mode="laplacian")
+    dense = ContextureEmbedding(GraphContext(graph), solver="dense", **kwargs).fit(nodes)
+    lazy = ContextureEmbedding(GraphContext(graph), solver="arpack", random_state=0, **kwargs).fit(nodes)
+    np.testing.assert_allclose(lazy.singular_values_, dense.singular_values_, atol=1e-10)
+
+
+def test_a_refit_forgets_the_spectrum_of_the_last_fit():
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    embedding = ContextureEmbedding(KNNContext(12), n_components=4, max_components=30, solver="arpack",
+                                    random_state=0)
+    first = embedding.fit(X).singular_values_.copy()
+    second = embedding.fit(X[:300]).singular_values_
+    assert not np.allclose(first, second)
+    np.testing.assert_allclose(second, ContextureEmbedding(KNNContext(12), n_components=4, max_components=30)
+                               .fit(X[:300]).singular_values_, atol=1e-10)
