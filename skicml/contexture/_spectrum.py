@@ -24,6 +24,8 @@ __all__ = ["ContextScoreAbstainWarning", "context_tau", "spectral_decay_rate"]
 _UNIT = 1.0 - 1e-12
 # How far outside [0, 1] an eigenvalue may fall from rounding before it is refused.
 _SLACK = 1e-6
+# tau's minimum "sits at d0 - 1" when it falls in this last fraction of the d's considered.
+_BOUNDARY_FRACTION = 0.05
 
 
 class ContextScoreAbstainWarning(UserWarning):
@@ -34,6 +36,18 @@ class ContextScoreAbstainWarning(UserWarning):
     warns with this category so that the warning can be filtered or turned
     into an error on its own.
     """
+
+
+def _tau_at_boundary(d_star, n_curve):
+    """Whether ``d_star`` sits at the end of a tau curve of ``n_curve`` values (``d = 1 .. d0 - 1``).
+
+    The last 5% of the d's, and at least ``d0 - 1`` itself: there the curve
+    is still falling where the spectrum was cut, the signature of a context
+    too strong for ``d0`` (the paper's strong-context failure).
+    """
+    if n_curve < 2 or d_star < 1:
+        return False
+    return d_star >= n_curve - max(1, math.floor(_BOUNDARY_FRACTION * n_curve)) + 1
 
 
 def _check_eigenvalues(eigenvalues, min_size=1):
@@ -113,7 +127,12 @@ def context_tau(eigenvalues, max_components=512, beta=1.0, return_curve=False, a
     -----
     ContextScoreAbstainWarning
         When tau is within ``abstain_tol`` of ``beta + 1``, or all
-        eigenvalues are 0.
+        eigenvalues are 0; and when ``d_star`` sits at ``d0 - 1`` (in the
+        last 5% of the d's considered, with at least 2 of them): the curve
+        is still falling where the spectrum was cut, which is how the
+        strong contexts the paper finds tau unreliable on show up (a few
+        neighbours, a narrow kernel). Such a context is ranked worse than it
+        may be; compare it with a few labels, or raise ``max_components``.
 
     Examples
     --------
@@ -157,6 +176,14 @@ def context_tau(eigenvalues, max_components=512, beta=1.0, return_curve=False, a
                 f"tau = {tau:.4f} is within abstain_tol = {abstain_tol} of beta + 1 = {beta + 1.0:g}, where "
                 "the score is unreliable (extremely weak or strong association): abstain from ranking "
                 "contexts on it.",
+                ContextScoreAbstainWarning,
+            )
+        elif _tau_at_boundary(d_star, curve.size):
+            warn_user(
+                f"tau is minimised at d = {d_star}, at the end of the d = 1 .. {curve.size} considered "
+                f"(d0 = {lam.size}): tau_d is still falling where the spectrum is cut, the strong-context "
+                "case where the paper finds tau unreliable (it ranks such contexts too low). Compare this "
+                "context with a few labels, or raise max_components.",
                 ContextScoreAbstainWarning,
             )
     if return_curve:

@@ -548,3 +548,23 @@ def test_scorer_selects_the_context_with_lowest_tau(blobs):
     ]
     assert search.best_params_["context__n_neighbors"] == grid[int(np.argmin(taus))]
     np.testing.assert_allclose(-search.cv_results_["mean_test_score"], taus)
+
+
+def test_tau_warns_when_its_minimum_sits_at_d0_minus_one():
+    # A slowly decaying spectrum (a strong context): tau_d keeps falling to the last d.
+    slow = 1.0 - np.linspace(0.01, 0.2, 100)
+    with pytest.warns(ContextScoreAbstainWarning, match="end of the d = 1 .. 99"):
+        tau, d_star = context_tau(slow)
+    assert d_star >= 95 and tau > 2.05
+    # A fast-decaying one has its minimum early and stays silent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert context_tau(np.exp(-0.5 * np.arange(1, 101)))[1] < 10
+
+
+def test_the_boundary_is_the_last_five_percent_and_at_least_the_last_d():
+    from skicml.contexture._spectrum import _tau_at_boundary
+
+    assert _tau_at_boundary(3, 3) and not _tau_at_boundary(2, 3)
+    assert _tau_at_boundary(255, 255) and _tau_at_boundary(244, 255) and not _tau_at_boundary(243, 255)
+    assert not _tau_at_boundary(0, 255) and not _tau_at_boundary(1, 1)
