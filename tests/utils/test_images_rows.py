@@ -25,9 +25,9 @@ pytest.importorskip("PIL")
 
 
 def _estimator_classes():
-    from skicml.vlm import VISTASteerer, VisualSteeringVector
+    from skicml.vlm import TinyDiffusionTeacher, VISTASteerer, VisualSteeringVector
 
-    classes = [VisualSteeringVector, VISTASteerer]
+    classes = [VisualSteeringVector, VISTASteerer, TinyDiffusionTeacher]
     try:
         import open_clip  # noqa: F401
     except ImportError:
@@ -47,8 +47,18 @@ def pixels():
 
 
 def _out(estimator, X):
-    method = "predict" if hasattr(estimator, "predict") else "transform"
+    method = next(m for m in ("predict", "transform", "score_samples") if hasattr(estimator, m))
     return np.asarray(getattr(estimator, method)(X))
+
+
+def _captions(estimator, n):
+    """A caption per row where ``estimator`` learns from captions (the diffusion teacher), else None."""
+    return ["a red circle", "a blue square"] * (n // 2) + ["a red circle"] * (n % 2) \
+        if get_tags(estimator).target_tags.required else None
+
+
+def _fit(estimator, X):
+    return estimator.fit(X, _captions(estimator, len(X)))
 
 
 def _same(a, b):
@@ -60,7 +70,7 @@ def _same(a, b):
 
 @pytest.fixture(scope="module", params=CLASSES, ids=lambda cls: cls.__name__)
 def fitted(request, pixels):
-    return construct_instance(request.param).fit(pixels)
+    return _fit(construct_instance(request.param), pixels)
 
 
 def test_the_declared_failures_are_the_out_of_range_checks_only(fitted):
@@ -80,7 +90,7 @@ def test_uint8_and_float_rows_of_one_picture_agree(fitted, pixels):
 def test_float_rows_outside_the_unit_range_are_refused_at_fit_and_after(fitted, pixels):
     for bad in (pixels.astype(np.float64), pixels / 127.5 - 1.0, np.full((2, 12), 100.0)):
         with pytest.raises(ValueError, match=r"(?s)flattened images.*floats in \[0, 1\].*divide by 255"):
-            clone(fitted).fit(bad)
+            _fit(clone(fitted), bad)
         with pytest.raises(ValueError, match=r"(?s)flattened images.*floats in \[0, 1\]"):
             _out(fitted, bad)
 
@@ -88,7 +98,7 @@ def test_float_rows_outside_the_unit_range_are_refused_at_fit_and_after(fitted, 
 def test_fit_returns_self_and_changes_no_parameter(fitted, pixels):
     fresh = clone(fitted)
     params = fresh.get_params(deep=False)
-    assert fresh.fit(pixels) is fresh
+    assert _fit(fresh, pixels) is fresh
     after = fresh.get_params(deep=False)
     assert params.keys() == after.keys()
     assert all(after[key] is params[key] or after[key] == params[key] for key in params)
@@ -113,9 +123,10 @@ def test_outputs_do_not_depend_on_the_batch_or_its_order(fitted, pixels):
 def test_pickle_refit_and_pipeline_give_the_same_outputs(fitted, pixels):
     expected = _out(fitted, pixels)
     _same(_out(pickle.loads(pickle.dumps(fitted)), pixels), expected)
-    _same(_out(clone(fitted).fit(pixels), pixels), expected)
-    _same(_out(fitted.fit(pixels), pixels), expected)
-    _same(_out(make_pipeline(FunctionTransformer(), clone(fitted)).fit(pixels), pixels), expected)
+    _same(_out(_fit(clone(fitted), pixels), pixels), expected)
+    _same(_out(_fit(fitted, pixels), pixels), expected)
+    pipeline = make_pipeline(FunctionTransformer(), clone(fitted)).fit(pixels, _captions(fitted, len(pixels)))
+    _same(_out(pipeline, pixels), expected)
 
 
 def test_memory_layouts_and_containers_are_read_alike(fitted, pixels, tmp_path):
@@ -124,7 +135,7 @@ def test_memory_layouts_and_containers_are_read_alike(fitted, pixels, tmp_path):
     np.save(path, pixels)
     readonly = np.load(path, mmap_mode="r")
     for X in (np.asfortranarray(pixels), readonly, pixels.tolist()):
-        _same(_out(clone(fitted).fit(X), X), expected)
+        _same(_out(_fit(clone(fitted), X), X), expected)
 
 
 def test_unfitted_bad_shapes_and_small_inputs(fitted, pixels):
@@ -134,5 +145,5 @@ def test_unfitted_bad_shapes_and_small_inputs(fitted, pixels):
         _out(fitted, pixels[:, :-1])
     with pytest.raises(ValueError, match="2D"):
         _out(fitted, pixels[0])
-    assert len(_out(clone(fitted).fit(pixels[:1]), pixels[:1])) == 1
-    assert len(_out(clone(fitted).fit(pixels[:, :1]), pixels[:, :1])) == len(pixels)
+    assert len(_out(_fit(clone(fitted), pixels[:1]), pixels[:1])) == 1
+    assert len(_out(_fit(clone(fitted), pixels[:, :1]), pixels[:, :1])) == len(pixels)

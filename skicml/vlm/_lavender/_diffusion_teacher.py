@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..._weights import load_module
 from ...base import TorchEstimatorMixin, seeded
-from ...utils.images import check_images, image_input_kind, images_from_rows
+from ...utils.images import check_images, image_input_kind, images_from_rows, out_of_range_row_checks
 from ...utils.param_validation import Integral, Interval, Real, fit_context, shared_constraints
 from .._grounding import minmax, resize_map
 from .._text import SPECIAL_TOKENS, WordTokenizer
@@ -96,7 +96,8 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
     image_shape : tuple of int or None, default=None
         ``(height, width[, channels])`` of the rows of a 2-D ``X``; without
         it such rows are read as :func:`skicml.utils.images.images_from_rows`
-        reads them.
+        reads them. Rows are read like images: uint8 rows as 0..255 pixels,
+        float rows as intensities in [0, 1] (others are refused).
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -206,6 +207,9 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
         if X is None:
             raise ValueError(f"{type(self).__name__}.fit needs images X and captions y, or pretrained=<name "
                              "or path> to use trained weights.")
+        if y is None:  # before X is read, so that the error names the missing captions
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: pass "
+                             "one caption per image.")
         if self.image_size % self.patch:
             raise ValueError(f"image_size={self.image_size} is not a multiple of patch={self.patch}: the "
                              "patches must tile the image.")
@@ -213,9 +217,6 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
             raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads} and of 4.")
         self.image_size_ = self.image_size
         images = self._read_images(X, reset=True)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: pass "
-                             "one caption per image.")
         captions = self._check_captions(y, len(images), "y")
         tokenizer = WordTokenizer.from_texts(captions)
         self.vocabulary_ = list(tokenizer.vocabulary)
@@ -466,6 +467,7 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
         # random_state seeds a network trained from scratch; a pretrained teacher loads the same every time.
         tags.non_deterministic = tags.non_deterministic and self.pretrained is None
         tags.target_tags.required = self.pretrained is None
+        tags.expected_failed_checks = {**tags.expected_failed_checks, **out_of_range_row_checks()}
         return tags
 
 
