@@ -33,7 +33,11 @@ K are in the grid; ``d_0 = 512`` is capped by the 319 training rows)::
     python benchmarks/bench_contexture_tau.py --datasets digits wine --settings 4
 
 Contexts whose tau is infinite (a kNN graph that falls apart) are left out
-of the correlations and counted.
+of the correlations and counted. A last table counts, per dataset, the
+contexts the guard of :func:`~skicml.contexture.metrics.context_tau` flags
+(``tau``'s minimum at ``d0 - 1``), the misranked ones (``tau`` and the
+error on opposite sides of their medians), both, and the Pearson without
+the flagged contexts; the regret of choosing by ``tau`` is printed above it.
 """
 
 import argparse
@@ -118,6 +122,27 @@ def probe_error(Z_train, Z_test, y_train, y_test, classification, dims, loss):
     return min(errors)
 
 
+def guard_counts(records):
+    """``(contexts, flagged, misranked, flagged and misranked, Pearson without the flagged, their number)``.
+
+    A context is misranked when ``tau`` and the probe error put it on
+    opposite sides of their medians over the dataset's finite contexts;
+    flagged when ``tau``'s minimum sits at ``d0 - 1`` (the warning of
+    :func:`~skicml.contexture.metrics.context_tau`).
+    """
+    from scipy.stats import pearsonr
+
+    taus = np.array([r[2] for r in records])
+    errors = np.array([r[4] for r in records])
+    flagged = np.array([r[5] for r in records], dtype=bool)
+    misranked = (taus > np.median(taus)) != (errors > np.median(errors))
+    kept = ~flagged
+    pearson = (float(pearsonr(taus[kept], errors[kept])[0])
+               if kept.sum() > 2 and taus[kept].std() > 0 and errors[kept].std() > 0 else float("nan"))
+    return (len(records), int(flagged.sum()), int(misranked.sum()), int((flagged & misranked).sum()), pearson,
+            int(kept.sum()))
+
+
 def distance_correlation(a, b):
     def centred(x):
         D = np.abs(x[:, None] - x[None])
@@ -135,6 +160,7 @@ def run_dataset(name, args):
 
     from skicml.contexture import ContextureEmbedding
     from skicml.contexture._contexts import _resolve_gamma
+    from skicml.contexture._spectrum import _tau_at_boundary
 
     rng = np.random.default_rng(0)
     X, y, classification = load(name, args.max_rows, rng)
@@ -163,7 +189,8 @@ def run_dataset(name, args):
             Z_train = embedding.fit_transform(X_train)
             Z_test = embedding.transform(X_test)
         error = probe_error(Z_train, Z_test, y_train, y_test, classification, dims, args.loss)
-        records.append((kind, setting, embedding.tau_, embedding.optimal_n_components_, error))
+        at_boundary = _tau_at_boundary(embedding.optimal_n_components_, embedding.tau_curve_.size)
+        records.append((kind, setting, embedding.tau_, embedding.optimal_n_components_, error, at_boundary))
         if args.verbose:
             print(f"  {name:14s} {kind:9s} {setting:14s} tau {embedding.tau_:8.4f} d* {embedding.optimal_n_components_:4d}"
                   f" err {error:.4f} ({time.perf_counter() - start:.1f} s)", flush=True)
@@ -189,7 +216,7 @@ def main(argv=None):
     from scipy.stats import pearsonr
 
     torch.set_num_threads(args.threads)
-    rows = []
+    rows, guards = [], []
     for name in args.datasets:
         try:
             shape, classification, records = run_dataset(name, args)
@@ -215,6 +242,7 @@ def main(argv=None):
         best = min(records, key=lambda r: r[4])
         rows.append((name, shape, classification, len(records), len(records) - len(finite), pearson, dcor,
                      within_median, (pearson_confident, len(confident)), best_by_tau, best))
+        guards.append((name, guard_counts(finite)))
         knn = [r for r in records if r[0] == "knn"]
         if knn:
             lowest = min(knn, key=lambda r: r[4])
@@ -225,12 +253,12 @@ def main(argv=None):
 
     print(f"\ntau against err_d* per dataset (4 context types x {args.settings} settings, d_0 <= "
           f"{args.max_components}, {args.n_masks} masks, ridge probe, {args.loss})")
-    header = (f"{'dataset':14s} {'n':>5s} {'p':>4s} {'task':4s} {'ctx':>4s} {'inf':>4s} {'pearson':>8s} "
+    header = (f"{'dataset':16s} {'n':>5s} {'p':>4s} {'task':4s} {'ctx':>4s} {'inf':>4s} {'pearson':>8s} "
               f"{'dcor':>6s} {'in-type':>7s} {'no-abstain (n)':>14s}  {'tau picks (err)':30s} {'best (err)':30s}")
     print(header)
     print("-" * len(header))
     for name, shape, classification, n_ctx, n_inf, pearson, dcor, within, confident, by_tau, best in rows:
-        print(f"{name:14s} {shape[0]:5d} {shape[1]:4d} {'cls' if classification else 'reg':4s} {n_ctx:4d} {n_inf:4d} "
+        print(f"{name:16s} {shape[0]:5d} {shape[1]:4d} {'cls' if classification else 'reg':4s} {n_ctx:4d} {n_inf:4d} "
               f"{pearson:8.3f} {dcor:6.3f} {within:7.3f} {f'{confident[0]:.3f} ({confident[1]})':>14s}  "
               f"{by_tau[0] + ' ' + by_tau[1] + f' ({by_tau[4]:.3f})':30s} "
               f"{best[0] + ' ' + best[1] + f' ({best[4]:.3f})':30s}")
@@ -247,6 +275,18 @@ def main(argv=None):
     regret = [by_tau[4] - best[4] for *_, by_tau, best in rows]
     print("error of the context tau picks minus the best context's error: "
           + ", ".join(f"{r[0]} {g:+.3f}" for r, g in zip(rows, regret)))
+    print("\nthe guard: context_tau warns when d* sits at d0 - 1 (the last 5% of d); misranked = tau and the "
+          "error put the context on opposite sides of their medians")
+    header = (f"{'dataset':16s} {'ctx':>4s} {'flagged':>8s} {'misranked':>10s} {'flagged+misranked':>18s} "
+              f"{'pearson unflagged (n)':>22s}")
+    print(header)
+    print("-" * len(header))
+    totals = np.zeros(4, dtype=int)
+    for name, (n_ctx, flagged, misranked, both, pearson_kept, n_kept) in guards:
+        totals += (n_ctx, flagged, misranked, both)
+        print(f"{name:16s} {n_ctx:4d} {flagged:8d} {misranked:10d} {both:18d} "
+              f"{f'{pearson_kept:.3f} ({n_kept})':>22s}")
+    print(f"{'all':16s} {totals[0]:4d} {totals[1]:8d} {totals[2]:10d} {totals[3]:18d}")
 
 
 if __name__ == "__main__":

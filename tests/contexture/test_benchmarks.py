@@ -27,6 +27,7 @@ def test_tau_benchmark_prints_the_correlations(capsys):
     out = capsys.readouterr().out
     assert "iris" in out and "wine" in out and "median Pearson" in out and "paper, 28 OpenML datasets" in out
     assert "within one context type" in out
+    assert "the guard" in out and "flagged+misranked" in out
 
 
 def test_distance_correlation_is_one_for_a_linear_relation_and_zero_for_independence():
