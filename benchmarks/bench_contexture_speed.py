@@ -93,9 +93,9 @@ def main(argv=None):
                         help="time the on-demand spectrum (tau_) up to this many rows")
     args = parser.parse_args(argv)
 
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(f"{now:%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"d = {N_COMPONENTS}, kNN K = {N_NEIGHBORS}, 8 features; transform = {N_NEW:,} new rows; "
           "median of interleaved rounds")
     header = (f"{'n':>6s} {'contender':11s} {'fit s':>8s} {'transform s':>12s} {'spectrum s':>11s} "

@@ -341,6 +341,10 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                 "needs an exact context (kNN, RBF, masked, label, graph, teacher, mixture, convolution)."
             )
         X = self._validate(X, context, reset=True)
+        # What the spectrum solved on demand uses: the settings of this fit,
+        # not whatever set_params says when it is first read.
+        self._fit_settings = {"max_components": self.max_components, "solver": self.solver, "beta": self.beta,
+                              "graph_mode": self.graph_mode}
         n = X.shape[0] if hasattr(X, "shape") else len(X)
         rng = check_random_state(self.random_state)
         rows = None
@@ -379,7 +383,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
     def _n_singular_values(self, Q, trivial):
         """``min(max_components, rank)``: how long the spectrum attributes are."""
         rank = min(Q.shape) - (1 if trivial is not None else 0)
-        k = min(self.max_components, rank)
+        k = min(self._fit_settings["max_components"], rank)
         if k < 1:
             raise ValueError(f"the context's operator of shape {Q.shape} has no singular function beyond the "
                              "constant one; give it more rows.")
@@ -397,7 +401,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         kernel.
         """
         n, m = Q.shape
-        solver = self.solver
+        solver = self._fit_settings["solver"]
         if solver == "auto":
             if min(n, m) > _ARPACK_MIN and k <= min(n, m) // 5 and not isinstance(Q, LinearOperator):
                 solver = "arpack"
@@ -422,7 +426,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                 f"(after the constant one, up to max_components={self.max_components}); "
                 f"pass n_components <= {limit}."
             )
-        symmetric = self.graph_mode == "laplacian"
+        symmetric = self._fit_settings["graph_mode"] == "laplacian"
         if symmetric and not isinstance(context, GraphContext):
             raise ValueError("graph_mode='laplacian' needs a GraphContext (a symmetric operator).")
         d = self.n_components
@@ -450,7 +454,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
             U, s, V = self._fit_triplets
             nu = self._components_anchor_functions
             if limit > s.size:
-                symmetric = self.graph_mode == "laplacian"
+                symmetric = self._fit_settings["graph_mode"] == "laplacian"
                 deflation = [] if trivial is None else [(trivial[0][:, None], np.ones(1), trivial[1][:, None])]
                 # Symmetric: send the found eigenvalues to -2, below the
                 # spectrum [-1, 1], so that the largest ones left are the next.
@@ -485,7 +489,8 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "context_")
         if getattr(self, "_cached_score", None) is None or self._cached_score[0] is not self._spectrum():
             eigenvalues = self.eigenvalues_
-            tau, d_star, curve = _fitted_score(eigenvalues, self.max_components, self.beta)
+            settings = self._fit_settings
+            tau, d_star, curve = _fitted_score(eigenvalues, settings["max_components"], settings["beta"])
             self._cached_score = (self._spectrum(), tau, d_star, curve, float(spectral_decay_rate(eigenvalues)))
         return self._cached_score[1:]
 

@@ -384,3 +384,14 @@ def test_a_refit_forgets_the_spectrum_of_the_last_fit():
     assert not np.allclose(first, second)
     np.testing.assert_allclose(second, ContextureEmbedding(KNNContext(12), n_components=4, max_components=30)
                                .fit(X[:300]).singular_values_, atol=1e-10)
+
+
+def test_the_spectrum_solved_on_demand_uses_the_settings_of_the_fit():
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    embedding = ContextureEmbedding(KNNContext(12), n_components=4, max_components=30, solver="arpack",
+                                    random_state=0).fit(X)
+    embedding.set_params(max_components=10, beta=0.0)
+    assert embedding.singular_values_.size == 30
+    reference = ContextureEmbedding(KNNContext(12), n_components=4, max_components=30, solver="arpack",
+                                    random_state=0).fit(X)
+    assert embedding.tau_ == pytest.approx(reference.tau_)
