@@ -123,12 +123,21 @@ NOT_COMMON_TESTED = {
     ),
 }
 
-#: Estimators whose targets are texts: scikit-learn's checks fit on numeric labels, so most of
-#: them are declared failures and fewer than ``MIN_CHECKS`` can pass. The floor each must still
-#: reach, with the reason.
+_PIXEL_ROWS = ("its rows are flattened images, read like images (uint8 pixels, floats in [0, 1]); the checks "
+               "that feed floats outside [0, 1] are its declared failures (utils.images.OUT_OF_RANGE_ROW_CHECKS), "
+               "and tests/utils/test_images_rows.py covers them on rows of pixels")
+
+#: Estimators whose targets are texts (scikit-learn's checks fit on numeric labels) or whose
+#: rows are images (the checks feed floats outside [0, 1]): those checks are declared failures
+#: and fewer than ``MIN_CHECKS`` can pass. The floor each must still reach, with the reason.
 FEWER_CHECKS = {
     "LavenderTuner": (15, "fit reads y as target texts; the checks that fit on numeric labels are its "
                           "declared failures, and tests/vlm/test_lavender.py covers them on captions"),
+    "CLIPEmbedder": (20, _PIXEL_ROWS),
+    "CLIPVideoEncoder": (20, _PIXEL_ROWS),
+    "VisualSteeringVector": (20, _PIXEL_ROWS),
+    "VISTASteerer": (20, _PIXEL_ROWS),
+    "TinyDiffusionTeacher": (20, _PIXEL_ROWS),
 }
 
 #: Optional modules an estimator cannot run without, by class name: the
@@ -155,11 +164,19 @@ def _small_captioned_scenes(random_state):
     from skicml.datasets import make_object_scenes
 
     images, captions, _ = make_object_scenes(40, image_size=24, random_state=random_state)
-    return images.reshape(len(images), -1), list(captions)
+    # Intensities in [0, 1]: skicml's checks cast X to float64, and 0-255 floats are refused as images.
+    return images.reshape(len(images), -1) / 255.0, list(captions)
+
+
+def _pixel_rows(random_state):
+    """Blobs scaled to [0, 1]: rows of intensities, what the 2-D path of an image estimator reads."""
+    X, _ = _labelled_blobs(random_state)
+    return (X - X.min()) / (X.max() - X.min()), None
 
 
 TEST_DATA = {"LabelContext": _labelled_blobs, "LavenderTuner": _captioned_scenes,
-             "TinyDiffusionTeacher": _small_captioned_scenes}
+             "TinyDiffusionTeacher": _small_captioned_scenes, "CLIPEmbedder": _pixel_rows,
+             "CLIPVideoEncoder": _pixel_rows, "VisualSteeringVector": _pixel_rows, "VISTASteerer": _pixel_rows}
 
 
 def _test_context(name):
