@@ -90,6 +90,45 @@ def test_progress_shows_at_verbose_one(capsys):
     assert "work" in capsys.readouterr().err
 
 
+def test_progress_auto_appears_only_for_slow_steps(capsys, monkeypatch):
+    import time
+
+    from skicml.utils import _runtime
+
+    monkeypatch.setattr(_runtime, "AUTO_PROGRESS_DELAY", 0.2)
+    list(progress(range(3), verbose="auto", desc="quick"))
+    assert "quick" not in capsys.readouterr().err
+    for _ in progress(range(3), verbose="auto", desc="slow"):
+        time.sleep(0.15)
+    assert "slow" in capsys.readouterr().err
+
+
+def test_estimators_default_to_auto_progress():
+    from skicml.utils import all_estimators
+
+    defaults = {name: cls().get_params().get("verbose") for name, cls in all_estimators()
+                if "verbose" in cls().get_params()}
+    assert defaults and all(value == "auto" for value in defaults.values()), defaults
+
+
+def test_warn_user_points_at_the_callers_line_through_estimator_wrappers():
+    import warnings
+
+    from sklearn.pipeline import make_pipeline
+
+    from skicml import TabICLClassifier
+
+    X = np.array([["1.5", "a"], ["2.0", "b"], ["0.5", "a"], ["3.0", "b"]] * 4, dtype=object)
+    y = np.array([0, 1, 0, 1] * 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # Pipeline -> fit_context -> the thread policy -> TabICL's encoder: the warning names this line.
+        make_pipeline(TabICLClassifier(n_estimators=1, random_state=0)).fit(X, y)
+    numeric = [w for w in caught if "written as strings" in str(w.message)]
+    assert numeric and numeric[0].filename == __file__
+    assert "make_pipeline(" in open(__file__).read().splitlines()[numeric[0].lineno - 1]
+
+
 def _blobs(n=200, seed=0):
     rng = np.random.RandomState(seed)
     X = rng.randn(n, 4).astype(np.float32)

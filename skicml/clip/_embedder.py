@@ -185,7 +185,9 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     random_state : int, RandomState instance or None, default=None
         Seeds the random weights (``pretrained="random"``, or None with
         ``model_config``).
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
         Show a progress bar of the batches of :meth:`transform` on stderr
         when positive (kept once done when above 1).
 
@@ -266,7 +268,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
 
     def __init__(self, model_name=None, pretrained=None, model_config=None, modality="image", normalize=False,
                  batch_size=64, device="auto", precision="fp32", quick_gelu=None, image_shape=None, memory=None,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.model_name = model_name
         self.pretrained = pretrained
         self.model_config = model_config

@@ -77,7 +77,9 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
     n_iter_no_change : int or None, default=None
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -122,7 +124,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
                  keyframe_pool=1, dim=None, n_frames=None, n_patches=None, learnable_merge=False,
                  head="attention_pool", d_model=64, n_layers=2, n_heads=4, max_epochs=40, batch_size=8, lr=1e-2,
                  weight_decay=0.0, validation_fraction=None, n_iter_no_change=None, device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.max_keyframes = max_keyframes
         self.redundancy_threshold = redundancy_threshold
         self.min_relevance = min_relevance

@@ -100,7 +100,9 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
         float rows as intensities in [0, 1] (others are refused).
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -153,7 +155,7 @@ class TinyDiffusionTeacher(TorchEstimatorMixin, BaseEstimator):
     def __init__(self, d_model=64, n_layers=3, n_heads=4, patch=6, image_size=48, n_steps=100, beta_max=0.05,
                  caption_dropout=0.1, extract_timesteps=(0, 1, 2), extract_blocks=None, max_epochs=10,
                  batch_size=64, lr=2e-3, weight_decay=0.0, pretrained=None, image_shape=None, device="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose="auto"):
         self.d_model = d_model
         self.n_layers = n_layers
         self.n_heads = n_heads

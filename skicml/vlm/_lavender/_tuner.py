@@ -220,7 +220,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     device : str or torch.device, default="auto"
         Where the fine-tuned copy of the backbone computes.
     random_state : int, RandomState instance or None, default=None
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        ``"auto"`` shows a progress bar only once a step has run for a few
+        seconds, and clears it at the end.
 
     Attributes
     ----------
@@ -279,7 +281,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                  aggregation="aligner_then_mean", aligner_hidden=32, aligner_norm="instance", word_key="target",
                  peft="lora", lora_r=8, lora_alpha=32.0, lora_dropout=0.05, lora_targets=None, lr=1e-4,
                  weight_decay=0.0, max_epochs=3, batch_size=4, prompt=DEFAULT_PROMPT, image_shape=None,
-                 max_new_tokens=80, device="auto", random_state=None, verbose=0):
+                 max_new_tokens=80, device="auto", random_state=None, verbose="auto"):
         self.backbone = backbone
         self.teacher = teacher
         self.align_weight = align_weight
