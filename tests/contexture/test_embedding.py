@@ -337,10 +337,10 @@ def test_fit_solves_only_the_components_asked_for(monkeypatch):
     calls = _recording_solves(monkeypatch)
     X = np.random.default_rng(0).normal(size=(1200, 4))
     embedding = ContextureEmbedding(KNNContext(10), n_components=6, random_state=0).fit(X)
-    # A sparse kNN context takes ARPACK, as SpectralEmbedding does, for 6 components only.
-    assert calls == [(6, "arpack")]
+    # A sparse kNN context takes LOBPCG, one of SpectralEmbedding's solvers, for 6 components only.
+    assert calls == [(6, "lobpcg")]
     Z = embedding.transform(X[:50])
-    assert calls == [(6, "arpack")] and Z.shape == (50, 6)
+    assert calls == [(6, "lobpcg")] and Z.shape == (50, 6)
     # The spectrum attributes solve the rest once, on first access.
     assert embedding.singular_values_.size == 512 and np.isfinite(embedding.tau_)
     assert [k for k, _ in calls] == [6, 506]
@@ -348,13 +348,13 @@ def test_fit_solves_only_the_components_asked_for(monkeypatch):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("solver", ["arpack", "randomized"])
+@pytest.mark.parametrize("solver", ["arpack", "lobpcg", "randomized"])
 def test_spectrum_solved_on_demand_matches_the_dense_solve(solver):
     X = np.random.default_rng(0).normal(size=(400, 3))
     dense = ContextureEmbedding(KNNContext(12), n_components=4, max_components=40, solver="dense").fit(X)
     lazy = ContextureEmbedding(KNNContext(12), n_components=4, max_components=40, solver=solver,
                                random_state=0).fit(X)
-    atol = 1e-10 if solver == "arpack" else 1e-4
+    atol = 1e-4 if solver == "randomized" else 1e-10
     np.testing.assert_allclose(lazy.singular_values_, dense.singular_values_, atol=atol)
     assert np.all(np.diff(lazy.singular_values_) <= 0)
     assert lazy.tau_ == pytest.approx(dense.tau_, abs=10 * atol)
@@ -362,7 +362,7 @@ def test_spectrum_solved_on_demand_matches_the_dense_solve(solver):
     context = lazy.context_
     nu = lazy.anchor_functions_
     gram = (nu * context.anchor_marginal_[:, None]).T @ nu
-    np.testing.assert_allclose(gram, np.eye(40), atol=1e-6 if solver == "arpack" else 1e-3)
+    np.testing.assert_allclose(gram, np.eye(40), atol=1e-3 if solver == "randomized" else 1e-6)
     np.testing.assert_allclose(lazy.transform(X), lazy.embedding_, atol=1e-8)
 
 
@@ -395,3 +395,26 @@ def test_the_spectrum_solved_on_demand_uses_the_settings_of_the_fit():
     reference = ContextureEmbedding(KNNContext(12), n_components=4, max_components=30, solver="arpack",
                                     random_state=0).fit(X)
     assert embedding.tau_ == pytest.approx(reference.tau_)
+
+
+@pytest.mark.parametrize("solver", ["auto", "lobpcg"])
+def test_a_knn_graph_in_six_pieces_keeps_its_five_unit_singular_values(solver):
+    # Single-vector Lanczos (ARPACK) returned four of the five; the block solver keeps them all.
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)) + [60 * i, 0] for i in range(6)])
+    ours = ContextureEmbedding(KNNContext(8), n_components=8, max_components=20, solver=solver,
+                               random_state=0).fit(X)
+    dense = ContextureEmbedding(KNNContext(8), n_components=8, max_components=20, solver="dense").fit(X)
+    np.testing.assert_allclose(ours.singular_values_[:5], 1.0, atol=1e-10)
+    np.testing.assert_allclose(ours.singular_values_, dense.singular_values_, atol=1e-8)
+    indicators = np.kron(np.eye(6), np.ones((150, 1)))
+    assert same_span(ours.embedding_[:, :5], indicators[:, :5] - indicators[:, :5].mean(0) + 0 * indicators[:, 5:],
+                     tol=1e-6)
+
+
+def test_laplacian_mode_by_lobpcg_keeps_the_double_eigenvalues_of_a_cycle():
+    graph = nx.cycle_graph(400)
+    kwargs = dict(n_components=6, max_components=12, graph_mode="laplacian")
+    ours = ContextureEmbedding(GraphContext(graph), solver="lobpcg", random_state=0, **kwargs).fit(np.arange(400))
+    dense = ContextureEmbedding(GraphContext(graph), solver="dense", **kwargs).fit(np.arange(400))
+    np.testing.assert_allclose(ours.singular_values_, dense.singular_values_, atol=1e-8)
