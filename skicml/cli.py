@@ -124,6 +124,10 @@ def _tour_entries():
     return entries
 
 
+#: The BLAS / OpenMP threads of the tour's scikit-learn baselines (threadpoolctl), as for torch.
+_BLAS_THREADS = 1
+
+
 def _torch_threads_setting():
     from . import get_config
 
@@ -132,6 +136,8 @@ def _torch_threads_setting():
 
 
 def cmd_tour(args):
+    from threadpoolctl import threadpool_limits
+
     from .base import progress, torch_threads
 
     entries = _tour_entries()
@@ -164,8 +170,10 @@ def cmd_tour(args):
             bar.write(f"tour: {entry.method} skipped", file=sys.stderr)
             continue
         row_start, row_cpu_start = time.perf_counter(), time.process_time()
-        # The rows' own torch work (metrics, baselines' tensors) follows the thread policy too.
-        with torch_threads():
+        # The rows' own work follows the thread policy too: torch's (metrics, tensors) and the BLAS and
+        # OpenMP pools of the scikit-learn baselines, whose spinning threads cost as much as torch's on a
+        # busy machine (a GaussianMixture baseline took 70 CPU-s beside one busy process, 4 alone).
+        with torch_threads(), threadpool_limits(limits=_BLAS_THREADS):
             result = entry.run()
         row_seconds = time.perf_counter() - row_start
         row_cpu_seconds = time.process_time() - row_cpu_start
