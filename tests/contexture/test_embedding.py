@@ -418,3 +418,15 @@ def test_laplacian_mode_by_lobpcg_keeps_the_double_eigenvalues_of_a_cycle():
     ours = ContextureEmbedding(GraphContext(graph), solver="lobpcg", random_state=0, **kwargs).fit(np.arange(400))
     dense = ContextureEmbedding(GraphContext(graph), solver="dense", **kwargs).fit(np.arange(400))
     np.testing.assert_allclose(ours.singular_values_, dense.singular_values_, atol=1e-8)
+
+
+def test_auto_takes_arpack_for_many_components_and_lobpcg_on_a_graph_in_pieces(monkeypatch):
+    calls = _recording_solves(monkeypatch)
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    ContextureEmbedding(KNNContext(10), n_components=40, max_components=60, random_state=0).fit(X)
+    assert calls == [(40, "arpack")]
+    rng = np.random.default_rng(0)
+    pieces = np.vstack([rng.normal(size=(200, 2)) + [60 * i, 0] for i in range(3)])
+    calls.clear()
+    ContextureEmbedding(KNNContext(8), n_components=40, max_components=60, random_state=0).fit(pieces)
+    assert calls == [(40, "lobpcg")]
