@@ -30,9 +30,10 @@ _ARPACK_MIN = 300
 # 4,000 kNN rows it gets the top 16 eigenvalues to 3e-15 in 47 iterations.
 _LOBPCG_TOL = 1e-8
 _LOBPCG_MAXITER = 1000
-# solver="auto" takes LOBPCG up to this many components (and on an operator
-# in several pieces), ARPACK beyond: at 4,000 kNN rows LOBPCG took 1.1 s for
-# 32 components and 6.3 s for 128, ARPACK 0.2 s and 1.0 s.
+# solver="auto" takes ARPACK, and LOBPCG where values repeat: on an operator
+# in several pieces, and on graphs (symmetries) up to this many components.
+# LOBPCG is the slower: at 4,000 kNN rows 1.1 s for 32 components and 6.3 s
+# for 128 (ARPACK 0.2 s and 1.0 s), 71 s for 16 at 64,000 (ARPACK 21 s).
 _LOBPCG_MAX = 32
 
 
@@ -254,10 +255,10 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         operator, a block method that keeps repeated singular values (a
         graph in several pieces) where Lanczos may return one copy (it falls
         back to ARPACK when it stops short of its tolerance). ``"auto"``
-        takes ``"lobpcg"`` for up to 32 singular values of a sparse or dense
-        operator above 300 rows and anchors, ``"arpack"`` for more (up to a
-        fifth of them; ``"lobpcg"`` again on a sparse operator in several
-        pieces), the eigensolvers of
+        takes ``"arpack"`` for up to a fifth of the singular values of a
+        sparse or dense operator above 300 rows and anchors, and
+        ``"lobpcg"`` where singular values repeat (a sparse operator in
+        several pieces; a graph, up to 32 components): the eigensolvers of
         :class:`~sklearn.manifold.SpectralEmbedding` without its AMG
         preconditioner; else ``"dense"`` up to 2,000 rows or anchors and
         ``"randomized"`` beyond (and for the implicit RBF operator); it
@@ -460,14 +461,15 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                              "constant one; give it more rows.")
         return k
 
-    def _choose_solver(self, Q, k):
+    def _choose_solver(self, Q, k, graph=False):
         """The solver for the top ``k`` singular triplets of ``Q``.
 
         ``"auto"`` follows :class:`~sklearn.manifold.SpectralEmbedding`'s
-        eigensolvers: LOBPCG (block products with the Gram operator, which
-        keep repeated singular values) when few components of a sparse or
-        dense operator are asked for; the dense SVD for small operators or long spectra; the
-        randomized SVD for long spectra of large operators and for implicit
+        eigensolvers when few components of a sparse or dense operator are
+        asked for: ARPACK (Lanczos on the Gram operator, two products with
+        ``Q`` a step), or LOBPCG (block products, which keep repeated
+        singular values) on an operator in several pieces and on graphs; the
+        dense SVD for small operators or long spectra; the randomized SVD for long spectra of large operators and for implicit
         operators (the RBF op), whose block products amortise a pass over the
         kernel.
         """
@@ -477,7 +479,8 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
             if min(n, m) > _ARPACK_MIN and k <= min(n, m) // 5 and not isinstance(Q, LinearOperator):
                 # Lanczos can return one copy of a repeated singular value,
                 # and a graph in c pieces has c - 1 of them equal to 1.
-                solver = "lobpcg" if k <= _LOBPCG_MAX or _n_pieces(Q) > 1 else "arpack"
+                repeats = _n_pieces(Q) > 1 or (graph and k <= _LOBPCG_MAX)
+                solver = "lobpcg" if repeats else "arpack"
             else:
                 solver = "dense" if min(n, m) <= _DENSE_LIMIT else "randomized"
         return solver
@@ -503,7 +506,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         if symmetric and not isinstance(context, GraphContext):
             raise ValueError("graph_mode='laplacian' needs a GraphContext (a symmetric operator).")
         d = self.n_components
-        solver = self._choose_solver(Q, d)
+        solver = self._choose_solver(Q, d, graph=isinstance(context, GraphContext))
         deflation = [] if trivial is None else [(trivial[0][:, None], np.ones(1), trivial[1][:, None])]
         if solver == "dense" or (solver in ("arpack", "lobpcg") and d >= min(Q.shape) - 1):
             U, s, V = _top_triplets(Q, deflation, limit, "dense", symmetric, rng)
@@ -533,7 +536,7 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
                 # spectrum [-1, 1], so that the largest ones left are the next.
                 deflation.append((U, s + 2.0 if symmetric else s, V))
                 rest = limit - s.size
-                solver = self._choose_solver(Q, rest)
+                solver = self._choose_solver(Q, rest, graph=isinstance(context, GraphContext))
                 _, s_rest, V_rest = _top_triplets(Q, deflation, rest, solver, symmetric,
                                                   np.random.RandomState(self._spectrum_seed))
                 # Rounding can put a deflated value a hair above the last found one.

@@ -337,10 +337,10 @@ def test_fit_solves_only_the_components_asked_for(monkeypatch):
     calls = _recording_solves(monkeypatch)
     X = np.random.default_rng(0).normal(size=(1200, 4))
     embedding = ContextureEmbedding(KNNContext(10), n_components=6, random_state=0).fit(X)
-    # A sparse kNN context takes LOBPCG, one of SpectralEmbedding's solvers, for 6 components only.
-    assert calls == [(6, "lobpcg")]
+    # A sparse kNN context takes ARPACK, as SpectralEmbedding does, for 6 components only.
+    assert calls == [(6, "arpack")]
     Z = embedding.transform(X[:50])
-    assert calls == [(6, "lobpcg")] and Z.shape == (50, 6)
+    assert calls == [(6, "arpack")] and Z.shape == (50, 6)
     # The spectrum attributes solve the rest once, on first access.
     assert embedding.singular_values_.size == 512 and np.isfinite(embedding.tau_)
     assert [k for k, _ in calls] == [6, 506]
@@ -420,11 +420,14 @@ def test_laplacian_mode_by_lobpcg_keeps_the_double_eigenvalues_of_a_cycle():
     np.testing.assert_allclose(ours.singular_values_, dense.singular_values_, atol=1e-8)
 
 
-def test_auto_takes_arpack_for_many_components_and_lobpcg_on_a_graph_in_pieces(monkeypatch):
+def test_auto_takes_lobpcg_where_singular_values_repeat(monkeypatch):
     calls = _recording_solves(monkeypatch)
     X = np.random.default_rng(0).normal(size=(600, 3))
     ContextureEmbedding(KNNContext(10), n_components=40, max_components=60, random_state=0).fit(X)
     assert calls == [(40, "arpack")]
+    calls.clear()
+    ContextureEmbedding(GraphContext(nx.cycle_graph(400)), n_components=6, max_components=12).fit(np.arange(400))
+    assert calls == [(6, "lobpcg")]
     rng = np.random.default_rng(0)
     pieces = np.vstack([rng.normal(size=(200, 2)) + [60 * i, 0] for i in range(3)])
     calls.clear()
