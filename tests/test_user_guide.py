@@ -9,6 +9,9 @@ says when it cannot run as a test, with its reason:
   with ``pytest -m slow``;
 - ``.. doc-test: skip, <why>``: it needs what no test machine has (a
   checkpoint on disk, a GPU), or it is a pattern with ``...`` in it.
+
+Python written in a plain literal block (``::``) would escape all this, so
+a literal block that starts with an import is refused.
 """
 
 import os
@@ -41,6 +44,26 @@ def code_blocks(text):
         indent = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
         blocks.append(("\n".join(b[indent:] for b in body).strip("\n"), marker, reason, index + 1))
     return blocks
+
+
+def python_literal_blocks(text):
+    """Line numbers of the ``::`` literal blocks of a page whose first line is a Python import."""
+    lines = text.splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        if not line.rstrip().endswith("::") or line.lstrip().startswith(".."):
+            continue
+        first = next((candidate.strip() for candidate in lines[index + 1:] if candidate.strip()), "")
+        if first.startswith(("from ", "import ")) and lines[index + 1:] and not lines[index + 1].strip():
+            found.append(index + 1)
+    return found
+
+
+def test_python_is_written_in_code_blocks_that_run():
+    pages = {page.name: python_literal_blocks(page.read_text()) for page in sorted(DOC.glob("*.rst"))}
+    offending = {name: lines for name, lines in pages.items() if lines}
+    assert not offending, f"write these as '.. code-block:: python' so they are run: {offending}"
+    assert python_literal_blocks("Text::\n\n    import numpy\n") == [1]
 
 
 def _pages():
