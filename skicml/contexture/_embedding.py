@@ -255,12 +255,12 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         operator, a block method that keeps repeated singular values (a
         graph in several pieces) where Lanczos may return one copy (it falls
         back to ARPACK when it stops short of its tolerance). ``"auto"``
-        takes ``"arpack"`` for up to a fifth of the singular values of a
-        sparse or dense operator above 300 rows and anchors, and
-        ``"lobpcg"`` where singular values repeat (a sparse operator in
-        several pieces; a graph, up to 32 components): the eigensolvers of
-        :class:`~sklearn.manifold.SpectralEmbedding` without its AMG
-        preconditioner; else ``"dense"`` up to 2,000 rows or anchors and
+        takes ``"arpack"`` for up to 32 singular values of a sparse or dense
+        operator above 300 rows and anchors (up to a fifth of them above
+        2,000 rows), and ``"lobpcg"`` for up to 32 where singular values
+        repeat (a sparse operator in several pieces, a graph): the
+        eigensolvers of :class:`~sklearn.manifold.SpectralEmbedding` without
+        its AMG preconditioner; else ``"dense"`` up to 2,000 rows or anchors and
         ``"randomized"`` beyond (and for the implicit RBF operator); it
         chooses separately for the ``n_components`` of ``fit`` and for the
         rest of the spectrum.
@@ -476,13 +476,18 @@ class ContextureEmbedding(TransformerMixin, BaseEstimator):
         n, m = Q.shape
         solver = self._fit_settings["solver"]
         if solver == "auto":
+            solver = "dense" if min(n, m) <= _DENSE_LIMIT else "randomized"
             if min(n, m) > _ARPACK_MIN and k <= min(n, m) // 5 and not isinstance(Q, LinearOperator):
                 # Lanczos can return one copy of a repeated singular value,
-                # and a graph in c pieces has c - 1 of them equal to 1.
-                repeats = _n_pieces(Q) > 1 or (graph and k <= _LOBPCG_MAX)
-                solver = "lobpcg" if repeats else "arpack"
-            else:
-                solver = "dense" if min(n, m) <= _DENSE_LIMIT else "randomized"
+                # and a graph in c pieces has c - 1 of them equal to 1: there
+                # a block method (LOBPCG for a few components, else the dense
+                # or randomized SVD). Up to 2,000 rows the dense SVD beats
+                # Lanczos for more than a few components.
+                repeats = graph or _n_pieces(Q) > 1
+                if k <= _LOBPCG_MAX:
+                    solver = "lobpcg" if repeats else "arpack"
+                elif not repeats and min(n, m) > _DENSE_LIMIT:
+                    solver = "arpack"
         return solver
 
     def _leading_spectrum(self, context, rng):

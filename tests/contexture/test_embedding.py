@@ -422,14 +422,16 @@ def test_laplacian_mode_by_lobpcg_keeps_the_double_eigenvalues_of_a_cycle():
 
 def test_auto_takes_lobpcg_where_singular_values_repeat(monkeypatch):
     calls = _recording_solves(monkeypatch)
-    X = np.random.default_rng(0).normal(size=(600, 3))
+    X = np.random.default_rng(0).normal(size=(2500, 3))
     ContextureEmbedding(KNNContext(10), n_components=40, max_components=60, random_state=0).fit(X)
-    assert calls == [(40, "arpack")]
+    # Many components: ARPACK above 2,000 rows, the dense SVD below.
+    ContextureEmbedding(KNNContext(10), n_components=40, max_components=60, random_state=0).fit(X[:600])
+    assert calls == [(40, "arpack"), (60, "dense")]
     calls.clear()
     ContextureEmbedding(GraphContext(nx.cycle_graph(400)), n_components=6, max_components=12).fit(np.arange(400))
     assert calls == [(6, "lobpcg")]
     rng = np.random.default_rng(0)
     pieces = np.vstack([rng.normal(size=(200, 2)) + [60 * i, 0] for i in range(3)])
     calls.clear()
-    ContextureEmbedding(KNNContext(8), n_components=40, max_components=60, random_state=0).fit(pieces)
-    assert calls == [(40, "lobpcg")]
+    ContextureEmbedding(KNNContext(8), n_components=8, max_components=60, random_state=0).fit(pieces)
+    assert calls == [(8, "lobpcg")]
