@@ -423,8 +423,24 @@ def load_module(name_or_path, build):
 # --------------------------------------------------------------------------
 # writing
 # --------------------------------------------------------------------------
-def save_weights(path, state_dict, config, provenance):
-    """Write a model file in the shipped format and return its SHA-256."""
+def _check_folder(path, create_folder):
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if create_folder:
+        os.makedirs(folder, exist_ok=True)
+    elif not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"Cannot save to {os.fspath(path)!r}: its directory {folder!r} does not exist, and saving creates no "
+            "directories (a typo in a path would make them anywhere): create the folder first."
+        )
+
+
+def save_weights(path, state_dict, config, provenance, *, create_folder=True):
+    """Write a model file in the shipped format and return its SHA-256.
+
+    ``create_folder=False`` (what an estimator's ``save`` passes) refuses a
+    path whose folder does not exist instead of creating it.
+    """
+    _check_folder(path, create_folder)
     # load_weights adds the local path a file was read from; it describes that
     # machine, not the model, so a file written from such a payload drops it.
     provenance = {k: v for k, v in provenance.items() if k != "path"}
@@ -433,14 +449,13 @@ def save_weights(path, state_dict, config, provenance):
         "config": dict(config),
         "provenance": provenance,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save(payload, path)
     # A rewrite within the file system's timestamp resolution keeps its stamp.
     _forget(path)
     return _sha256(path)
 
 
-def save_module(path, module, config, provenance, *, dtype=None):
+def save_module(path, module, config, provenance, *, dtype=None, create_folder=True):
     """Write ``module``'s weights with its ``config`` and ``provenance``; the one writer.
 
     Parameters
@@ -455,6 +470,10 @@ def save_module(path, module, config, provenance, *, dtype=None):
         Floating tensors are written in this precision (e.g. ``torch.float32``
         for a file that loads into a network of any precision); None keeps
         the module's.
+    create_folder : bool, default=True
+        Create the file's folder when it is missing (a recipe's ``--export``);
+        ``False`` refuses such a path with an error naming it (an estimator's
+        ``save``, where a typo must not make directories anywhere).
 
     Returns
     -------
@@ -464,4 +483,4 @@ def save_module(path, module, config, provenance, *, dtype=None):
     state = module.state_dict()
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-    return save_weights(path, state, config, provenance)
+    return save_weights(path, state, config, provenance, create_folder=create_folder)

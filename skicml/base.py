@@ -127,24 +127,23 @@ class TorchEstimatorMixin:
     CPU, so an estimator fitted on a GPU unpickles on a machine without one;
     :meth:`_device` moves them back when predicting.
 
-    The public methods that compute (``fit``, ``predict``, ``transform``,
-    ``sample``... as listed in ``_THREADED_METHODS``), its own or inherited,
-    run under :func:`~skicml.utils._runtime.torch_threads`: torch uses the
+    Every public method of a subclass, its own or inherited (``fit``,
+    ``predict``, ``transform``, ``sample``, ``word_maps``...), runs under
+    :func:`~skicml.utils._runtime.torch_threads`: torch uses the
     ``torch_threads`` setting's intra-op threads (one unless
     :func:`skicml.set_config` says otherwise) and the caller's count comes
-    back on return. The methods are wrapped when the class is created, as
-    scikit-learn's ``set_output`` wraps ``transform``.
+    back on return. Only the plumbing that computes nothing is left as it is
+    (``get_*``, ``set_*``, ``save*``). The methods are wrapped when the class
+    is created, as scikit-learn's ``set_output`` wraps ``transform``.
     """
 
-    _THREADED_METHODS = (
-        "fit", "partial_fit", "fit_transform", "fit_predict", "predict", "predict_proba", "predict_log_proba",
-        "predict_quantiles", "decision_function", "transform", "inverse_transform", "score", "score_samples",
-        "sample", "kneighbors", "generate", "caption", "embed", "encode", "compress",
-    )
+    _UNTHREADED_PREFIXES = ("get_", "set_", "save")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        for name in cls._THREADED_METHODS:
+        for name in dir(cls):
+            if name.startswith("_") or name.startswith(cls._UNTHREADED_PREFIXES):
+                continue
             # Inherited methods too (a mixin's predict): the class gets its own wrapped copy.
             method = inspect.getattr_static(cls, name, None)
             if inspect.isfunction(method) and not getattr(method, "_skicml_threaded", False):

@@ -124,10 +124,6 @@ def _tour_entries():
     return entries
 
 
-#: The BLAS / OpenMP threads of the tour's scikit-learn baselines (threadpoolctl), as for torch.
-_BLAS_THREADS = 1
-
-
 def _torch_threads_setting():
     from . import get_config
 
@@ -138,6 +134,7 @@ def _torch_threads_setting():
 def cmd_tour(args):
     from threadpoolctl import threadpool_limits
 
+    from . import get_config
     from .base import progress, torch_threads
 
     entries = _tour_entries()
@@ -170,10 +167,10 @@ def cmd_tour(args):
             bar.write(f"tour: {entry.method} skipped", file=sys.stderr)
             continue
         row_start, row_cpu_start = time.perf_counter(), time.process_time()
-        # The rows' own work follows the thread policy too: torch's (metrics, tensors) and the BLAS and
-        # OpenMP pools of the scikit-learn baselines, whose spinning threads cost as much as torch's on a
+        # The rows' own work follows the thread policy too: torch's (metrics, tensors) and, with the same
+        # count (None: no limit), the BLAS and OpenMP pools of the scikit-learn baselines, whose spinning threads cost as much as torch's on a
         # busy machine (a GaussianMixture baseline took 70 CPU-s beside one busy process, 4 alone).
-        with torch_threads(), threadpool_limits(limits=_BLAS_THREADS):
+        with torch_threads(), threadpool_limits(limits=get_config()["torch_threads"]):
             result = entry.run()
         row_seconds = time.perf_counter() - row_start
         row_cpu_seconds = time.process_time() - row_cpu_start

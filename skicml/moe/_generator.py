@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from numbers import Integral, Real
 
 import numpy as np
@@ -470,12 +469,9 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
             The file's SHA-256.
         """
         check_is_fitted(self)
-        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"path={os.fspath(path)!r}: the folder {folder!r} does not exist.")
         provenance = {"estimator": repr(self), "n_iter": int(self.n_iter_),
                       "pixel_range": [self.data_min_, self.data_max_]}
-        return save_module(path, self.module_, self.module_.config, provenance)
+        return save_module(path, self.module_, self.module_.config, provenance, create_folder=False)
 
     # ------------------------------------------------------------ generation
     def _output(self, images):

@@ -39,7 +39,7 @@ import sys
 import torch
 from sklearn.datasets import load_digits
 
-from .._weights import recipe_command, save_module
+from .._weights import save_module
 from ..utils.pretraining import add_run_options, recipe_provenance, run_recipe
 from ._generator import _calibrate_thresholds, _Objective
 from ._metrics import sample_quality
@@ -110,21 +110,6 @@ def class_accuracy(network, digits, *, seed=0):
     return sample_quality(pixels, wanted.numpy(), digits.images, digits.target)["classifier_accuracy"]
 
 
-def first_command(run):
-    """The command of the run's first call (its checkpoint's), which an ``--export-now`` call must record."""
-    meta = (run.history or {}).get("meta", {})
-    if "recipe" in meta:
-        return meta["recipe"]
-    # A checkpoint written before the runner recorded it: the first call's options that differ from the defaults.
-    defaults = vars(build_parser().parse_args([]))
-    argv = []
-    for key, value in meta.items():
-        if key in defaults and key != "export_now" and value != defaults[key]:
-            option = "--" + key.replace("_", "-")
-            argv += [option] if value is True else [option, str(value)]
-    return recipe_command(RECIPE_NAME, argv)
-
-
 def main(argv=None):
     args = build_parser().parse_args(argv)
     digits = load_digits()
@@ -157,7 +142,8 @@ def main(argv=None):
         provenance = recipe_provenance(
             run, ("steps", "steps_planned", "batch_size", "lr", "seed", "final_loss", "train_minutes", "threads",
                   "torch"), steps_planned=planned,
-            recipe=first_command(run),
+            # The command of the run that trained it (the checkpoint's), not an --export-now call's.
+            recipe=run.history.get("meta", {}).get("recipe", run.command),
             data="sklearn.datasets.load_digits(): all 1,797 images, 8 x 8, pixels 0-16 mapped to [-1, 1]",
             training=(f"AdamW, cosine decay over {planned} steps, gradient norms clipped at 1, EMA "
                       f"{args.ema_decay}; weights: the EMA, race thresholds measured on it"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import torch
@@ -228,19 +227,13 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
             The file's SHA-256.
         """
         check_is_fitted(self, "module_")
-        directory = os.path.dirname(os.path.abspath(os.fspath(path)))
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(
-                f"Cannot save to {os.fspath(path)!r}: its directory {directory!r} does not exist. save_backbone "
-                "creates no directories (a typo in a path would make them anywhere): create it first."
-            )
         backbone = self.backbone_
         config = {k: v for k, v in backbone.config.items() if k not in ("num_group", "group_size")}
         record = {"estimator": "PointMAEPretrainer", "params": {
             k: v for k, v in self.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
             "epochs": self.n_iter_, "final_loss": self.history_["train_loss"][-1] if self.history_["train_loss"]
             else None, **(provenance or {})}
-        return save_module(path, backbone, config, record)
+        return save_module(path, backbone, config, record, create_folder=False)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import sys
 import threading
@@ -278,6 +279,7 @@ def torch_threads(n_threads="config"):
 # --------------------------------------------------------------------------
 # warnings
 # --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def _library_folders():
     import sklearn
 

@@ -162,13 +162,8 @@ class GITBackboneMixin(TorchEstimatorMixin):
             The file's SHA-256.
         """
         check_is_fitted(self)
-        directory = os.path.dirname(os.path.abspath(os.fspath(path)))
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(
-                f"Cannot save to {os.fspath(path)!r}: its directory {directory!r} does not exist. save creates "
-                "no directories (a typo in a path would make them anywhere): create it first."
-            )
-        return save_module(path, self.model_, self._config(), dict(self.provenance_), dtype=torch.float32)
+        return save_module(path, self.model_, self._config(), dict(self.provenance_), dtype=torch.float32,
+                           create_folder=False)
 
     # ---------------------------------------------------------- 2-D path
     def _fit_rows(self, X):
