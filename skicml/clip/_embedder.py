@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, check_memory, validate_data
 
 from .. import _weights
-from ..base import TorchEstimatorMixin, progress, seed_from_random_state, seeded
+from ..base import TorchEstimatorMixin, progress, seed_from_random_state, seeded, warn_user
 from ..utils.param_validation import HasMethods, Integral, Interval, StrOptions, fit_context, shared_constraints
 from ..utils.images import (
     check_captions,
@@ -459,12 +459,11 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         if name is None or self.quick_gelu or name.endswith("-quickgelu"):
             return
         if name in _OPENAI_ARCHS and "openai" in os.path.abspath(path).lower():
-            warnings.warn(
+            warn_user(
                 f"pretrained={path!r} looks like OpenAI weights, which were trained with QuickGELU, but "
                 f"model_name={name!r} uses GELU and gives silently different features; use "
                 f"model_name='{name}-quickgelu' (or quick_gelu=True).",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _tokenizer_for(self, model, name, config):

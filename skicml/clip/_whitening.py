@@ -8,7 +8,6 @@ eigen-solver; see the spec's sections 2.7 and 4.1 for the numerical choices.
 
 import math
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import (
@@ -21,7 +20,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import as_skicml_tags
+from ..base import as_skicml_tags, warn_user
 from ..utils.param_validation import Integral, Interval, Real, RealNotInt, StrOptions, fit_context
 
 __all__ = ["WhiteningLikelihood"]
@@ -280,12 +279,11 @@ class WhiteningLikelihood(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Den
         floor = self.eps * top if top > 0 else np.finfo(np.float64).tiny
         floor = max(floor, np.finfo(np.float64).tiny)
         if np.any(eigenvalues < floor) or n_samples <= n_features:
-            warnings.warn(
+            warn_user(
                 f"covariance is rank-deficient (n_samples={n_samples}, n_features={n_features}, "
                 f"{int(np.sum(eigenvalues < floor))} eigenvalue(s) floored at eps * max); "
                 "consider n_components or shrinkage.",
                 UserWarning,
-                stacklevel=3,
             )
         eigenvalues = np.maximum(eigenvalues, floor)
         k = self._resolve_n_components(eigenvalues)

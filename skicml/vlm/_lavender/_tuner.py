@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ...base import TorchEstimatorMixin, seeded
+from ...base import TorchEstimatorMixin, seeded, warn_user
 from ...nn.lora import LoRA
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
 from .._backbone import WORD, as_backbone, check_tunable
@@ -464,9 +463,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
             objective = self._objective()
         self.n_matched_words_ = int(self._count_matches(tensors))
         if self.align_weight > 0 and self.n_matched_words_ == 0:
-            warnings.warn("no word of the target texts has a teacher map: the alignment loss is zero and this is "
+            warn_user("no word of the target texts has a teacher map: the alignment loss is zero and this is "
                           "plain fine-tuning. Check that the teacher's words are the captions' words.",
-                          UserWarning, stacklevel=2)
+                          UserWarning)
         if self.max_epochs > 0:  # 0 keeps the backbone as it is, without starting the training loop
             model.train()
             objective, _ = self._fit_module(objective, tensors, None, loss=None, seed=seed)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from contextlib import ExitStack
 
 import numpy as np
@@ -10,7 +9,7 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ...base import TorchEstimatorMixin, seed_from_random_state
+from ...base import TorchEstimatorMixin, seed_from_random_state, warn_user
 from ...utils.images import out_of_range_row_checks
 from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_context, shared_constraints
 from .._chair import chair, chair_mentions
@@ -469,11 +468,11 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
             empty = np.mean([not c.strip() for c in captions])
             looping = np.mean([len(row) >= self.max_new_tokens and _loops(row) for row in ids])
             if empty + looping > COLLAPSE_WARNING:
-                warnings.warn(
+                warn_user(
                     f"{empty:.0%} of the captions are empty and {looping:.0%} run on to max_new_tokens in a "
                     f"loop of repeated words: vsv_lambda={self.vsv_lambda} steers this model too hard (the "
                     "collapse the official VISTA issue #2 reports); lower it, e.g. by a grid search with "
-                    "score().", UserWarning, stacklevel=2,
+                    "score().", UserWarning,
                 )
         return captions
 
