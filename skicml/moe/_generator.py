@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .._weights import load_module, save_module
 from ..base import TorchEstimatorMixin, seed_from_random_state, seeded
-from ..nn.moe import routing_statistics
+from ..nn.moe import ROUTINGS, THRESHOLDED, routing_statistics
 from ..utils.param_validation import Interval, StrOptions, fit_context, shared_constraints
 from ..utils.validation import check_no_missing_labels
 from ._model import RaceDiT
@@ -83,22 +83,22 @@ class _Objective(torch.nn.Module):
 
 @torch.no_grad()
 def _calibrate_thresholds(model, images, labels, *, batch_size, seed, device):
-    """Set each Expert Race layer's inference threshold from the K-th scores of ``model`` itself.
+    """Set each thresholded layer's inference thresholds from the K-th scores of ``model`` itself.
 
     The thresholds learned in training follow the live weights' routers;
     averaged weights score pairs a little differently, so their thresholds
-    are the mean K-th largest score over one pass of the training images at
+    are the mean K-th largest scores over one pass of the training images at
     random timesteps.
     """
-    layers = [layer for layer in model.moe_layers if layer.routing == "expert_race"]
+    layers = [layer for layer in model.moe_layers if layer.routing in THRESHOLDED]
     if not layers:
         return
     generator = torch.Generator().manual_seed(seed)
-    modes = [layer.inference for layer in model.moe_layers]
-    totals = torch.zeros(len(model.moe_layers), dtype=torch.float64)
+    modes = [layer.inference for layer in layers]
+    totals = [0.0] * len(layers)
     model.eval()
     try:
-        for layer in model.moe_layers:
+        for layer in layers:
             layer.inference = "batch_topk"
         for start in range(0, len(images), batch_size):
             batch = images[start:start + batch_size]
@@ -107,15 +107,13 @@ def _calibrate_thresholds(model, images, labels, *, batch_size, seed, device):
             batch_labels = None if labels is None else labels[start:start + batch_size].to(device)
             x_t = model.schedule.add_noise(batch.to(device), noise.to(device), t.to(device))
             _, aux = model(x_t, t.to(device), batch_labels)
-            taus = [a["tau"] for a in aux if a]
-            totals += torch.tensor([float("nan") if tau is None else float(tau) for tau in taus],
-                                   dtype=torch.float64) * len(batch)
+            taus = [a["tau"] for a in aux if a]  # every layer of a model routes the same way
+            totals = [total + tau.double() * len(batch) for total, tau in zip(totals, taus)]
     finally:
-        for layer, mode in zip(model.moe_layers, modes):
+        for layer, mode in zip(layers, modes):
             layer.inference = mode
-    for layer, total in zip(model.moe_layers, totals / len(images)):
-        if layer.routing == "expert_race":
-            layer.tau_.fill_(float(total))
+    for layer, total in zip(layers, totals):
+        layer.tau_.copy_(total / len(images))
 
 
 class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
@@ -150,7 +148,10 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         Experts of every MoE layer; 0 for the dense DiT baseline.
     top_k : float, default=2.0
         Experts per token (on average for Expert Race).
-    routing : {"expert_race", "token_choice", "expert_choice"}, default="expert_race"
+    routing : {"expert_race", "token_choice", "expert_choice", "bl_choice", "be_choice", "le_choice"}, \
+            default="expert_race"
+        Which (token, expert) pairs compete for the experts: the paper's six
+        routings (Table 6), tabled in :mod:`skicml.nn.moe`.
     gating : {"identity", "softmax", "sigmoid"}, default="identity"
     threshold_momentum : float, default=0.99
     router_sim_weight : float, default=1e-2
@@ -207,9 +208,10 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         Labels seen in ``fit`` (only when ``y`` was given).
     data_min_, data_max_ : float
         The pixel range mapped to [-1, 1].
-    thresholds_ : ndarray of shape (n_moe_layers,)
+    thresholds_ : ndarray of shape (n_moe_layers,) or (n_moe_layers, n_groups)
         The inference threshold of each Expert Race layer (NaN for the
-        fixed-budget routings).
+        per-sample routings); one per expert for ``"bl_choice"``, one per
+        token position for ``"be_choice"``.
     expert_load_ : ndarray of shape (n_moe_layers, n_experts)
         Tokens each expert took during training.
     loss_curve_ : list of float
@@ -236,7 +238,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "n_experts": [Interval(Integral, 0, None, closed="left")],
         "top_k": [Interval(Real, 0, None, closed="neither")],
-        "routing": [StrOptions({"expert_race", "token_choice", "expert_choice"})],
+        "routing": [StrOptions(set(ROUTINGS))],
         "gating": [StrOptions({"identity", "softmax", "sigmoid"})],
         "threshold_momentum": [Interval(Real, 0, 1, closed="left")],
         "router_sim_weight": [Interval(Real, 0, None, closed="left")],
@@ -427,7 +429,7 @@ class RaceDiTGenerator(TorchEstimatorMixin, BaseEstimator):
             for name in ("denoise", "sim", "balance", "plr")
         }
         layers = self.module_.moe_layers
-        self.thresholds_ = np.array([float(layer.tau_) for layer in layers])
+        self.thresholds_ = np.array([layer.tau_.cpu().numpy() for layer in layers])
         self.expert_load_ = (np.stack([layer.expert_load_.cpu().numpy() for layer in layers]) if layers
                              else np.zeros((0, 0), dtype=np.int64))
         return self

@@ -8,19 +8,27 @@ every (token, expert) pair of the whole batch and keeps the global top
 ``K = k * B * L``: a token may get none of the experts or all of them, an
 expert any number of tokens, and the hard tokens of the batch take the
 compute the easy ones leave. Which dimensions compete is the whole method;
-the three strategies here differ only in that (the paper's Table 6):
+the six routings of the paper's Table 6 differ only in that. Each reshapes
+the ``(B, L, E)`` scores into independent groups and keeps the top of each:
 
 =================  =====================  =====================  =================
 routing            independent groups     competing set          kept per group
 =================  =====================  =====================  =================
-``token_choice``   each token             its E experts          k
+``token_choice``   each (sample, token)   its E experts          k
 ``expert_choice``  each (sample, expert)  the sample's L tokens  floor(k * L / E)
+``bl_choice``      each expert            all B * L tokens       round(k * B * L / E)
+``be_choice``      each position          its B * E pairs        round(k * B)
+``le_choice``      each sample            its L * E pairs        round(k * L)
 ``expert_race``    one                    all B * L * E pairs    round(k * B * L)
 =================  =====================  =====================  =================
 
-At inference Expert Race compares each score with a threshold estimated
-during training (an exponential moving average of the batch's K-th largest
-score), so a token's experts never depend on the rest of its batch.
+At inference a routing whose competing set spans the batch (``bl_choice``,
+``be_choice``, ``expert_race``) compares each score with a threshold of its
+group estimated during training (an exponential moving average of the
+batch's K-th largest score: one for the race, one per expert for BL, one per
+position for BE), so a token's experts never depend on the rest of its
+batch. The other three compete within one sample and route the same way in
+training and inference.
 """
 
 from __future__ import annotations
@@ -34,7 +42,9 @@ from ..ops import kth_largest, moe_dispatch
 
 __all__ = ["ExpertRaceMoE", "balance_loss", "race_threshold", "router_similarity_loss", "routing_statistics"]
 
-ROUTINGS = ("expert_race", "token_choice", "expert_choice")
+ROUTINGS = ("expert_race", "token_choice", "expert_choice", "bl_choice", "be_choice", "le_choice")
+# The routings whose competing set spans the batch: they keep an inference threshold per group.
+THRESHOLDED = ("expert_race", "bl_choice", "be_choice")
 GATINGS = ("identity", "softmax", "sigmoid")
 INFERENCE = ("threshold", "batch_topk")
 
@@ -220,7 +230,7 @@ def routing_statistics(mask, mass=0.95):
 
 
 class ExpertRaceMoE(nn.Module):
-    """A mixture-of-experts MLP with Expert Race routing (or token / expert choice), for any transformer.
+    """A mixture-of-experts MLP with Expert Race routing (or the five routings it is compared with).
 
     ``forward(x)`` takes tokens ``(B, L, dim)`` and returns ``(y, aux)``:
     ``y[b, l] = sum_e mask * gate * FFN_e(x[b, l])``, the gates unnormalised
@@ -234,13 +244,19 @@ class ExpertRaceMoE(nn.Module):
     n_experts : int, default=8
     top_k : float, default=2.0
         Experts per token: exact for ``"token_choice"`` (a whole number
-        there), on average over the batch for ``"expert_race"``, and
-        ``floor(top_k * L / n_experts)`` tokens per expert and sample for
-        ``"expert_choice"``.
+        there), on average over the batch for ``"expert_race"``,
+        ``"bl_choice"`` and ``"be_choice"``, over the sample for
+        ``"le_choice"``, and ``floor(top_k * L / n_experts)`` tokens per
+        expert and sample for ``"expert_choice"`` (see the module's table).
     expert_hidden : int or None, default=None
         Hidden width of each expert; ``None`` is ``4 * dim / top_k``, so the
         active FLOPs equal one dense ``4 * dim`` MLP.
-    routing : {"expert_race", "token_choice", "expert_choice"}, default="expert_race"
+    routing : {"expert_race", "token_choice", "expert_choice", "bl_choice", "be_choice", "le_choice"}, \
+            default="expert_race"
+        Which (token, expert) pairs compete for the budget (the module's
+        table, the paper's Table 6). Under ``torch.distributed`` the race
+        competes over the global batch; BL and BE compete within each
+        rank's batch.
     gating : {"identity", "softmax", "sigmoid"}, default="identity"
         How router logits become gates (softmax over the experts).
     router_hidden : bool, default=True
@@ -250,9 +266,11 @@ class ExpertRaceMoE(nn.Module):
         Momentum of the moving average of the batch threshold (the first
         training batch sets it, so it has no warm-up bias).
     inference : {"threshold", "batch_topk"}, default="threshold"
-        Expert Race in eval mode: compare scores with the learned threshold
-        (each token independent of its batch), or take the batch's top K
-        again (a debugging option: outputs then depend on the batch).
+        The routings that compete across the batch (``expert_race``,
+        ``bl_choice``, ``be_choice``) in eval mode: compare scores with the
+        learned thresholds (each token independent of its batch), or take
+        the batch's top K again (a debugging option: outputs then depend on
+        the batch).
     target_dim : int or None, default=None
         Width of the per-layer-regularization head: a linear map of the
         router's hidden state that predicts the diffusion target of each
@@ -262,7 +280,10 @@ class ExpertRaceMoE(nn.Module):
     Attributes
     ----------
     tau_ : torch.Tensor
-        The learned inference threshold (a buffer, NaN before training).
+        The learned inference thresholds (a buffer, NaN before training): a
+        0-d tensor for the race, one per expert ``(n_experts,)`` for BL, one
+        per position ``(L,)`` for BE (empty until the first training batch
+        shows ``L``), and an unused NaN for the per-sample routings.
     expert_load_ : torch.Tensor of shape (n_experts,)
         Tokens each expert took over all training steps (a buffer).
 
@@ -314,8 +335,22 @@ class ExpertRaceMoE(nn.Module):
         for weight, (fan_in, fan_out) in ((self.w1, (dim, hidden)), (self.w2, (hidden, dim))):
             bound = math.sqrt(6.0 / (fan_in + fan_out))
             nn.init.uniform_(weight, -bound, bound)
-        self.register_buffer("tau_", torch.tensor(float("nan")))
+        self.register_buffer("tau_", self._empty_thresholds())
         self.register_buffer("expert_load_", torch.zeros(n_experts, dtype=torch.int64))
+
+    def _empty_thresholds(self):
+        if self.routing == "bl_choice":
+            return torch.full((self.n_experts,), float("nan"))
+        if self.routing == "be_choice":
+            return torch.empty(0)
+        return torch.tensor(float("nan"))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # BE learns one threshold per position, so its buffer takes the length of the saved one.
+        saved = state_dict.get(prefix + "tau_")
+        if self.routing == "be_choice" and saved is not None and saved.shape != self.tau_.shape:
+            self.tau_ = torch.empty_like(saved, device=self.tau_.device)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self):
         return (f"dim={self.dim}, n_experts={self.n_experts}, top_k={self.top_k:g}, "
@@ -328,8 +363,29 @@ class ExpertRaceMoE(nn.Module):
             return torch.sigmoid(logits)
         return logits
 
+    def _batch_thresholds(self, scores):
+        """The K-th largest score of each group whose competing set spans the batch (see the module's table)."""
+        batch, length, n_experts = scores.shape
+        if self.routing == "expert_race":
+            return race_threshold(scores, self.top_k, global_batch=self.training)
+        if self.routing == "bl_choice":
+            competing = scores.reshape(batch * length, n_experts).t()
+            keep = self.top_k * batch * length / n_experts
+        else:  # be_choice
+            competing = scores.transpose(0, 1).reshape(length, batch * n_experts)
+            keep = self.top_k * batch
+        keep = min(max(int(round(keep)), 1), competing.shape[1])
+        return competing.topk(keep, dim=1).values[:, -1]
+
+    def _broadcast(self, tau):
+        if self.routing == "bl_choice":
+            return tau.view(1, 1, -1)
+        if self.routing == "be_choice":
+            return tau.view(1, -1, 1)
+        return tau
+
     def _route(self, gates):
-        """The selection mask ``(B, L, E)`` and the threshold used (None for the fixed-budget routings)."""
+        """The selection mask ``(B, L, E)`` and the thresholds used (None for the per-sample routings)."""
         batch, length, n_experts = gates.shape
         scores = gates.detach()
         if self.routing == "token_choice":
@@ -343,21 +399,32 @@ class ExpertRaceMoE(nn.Module):
                     "gives each expert floor(top_k * L / E) = 0 tokens; use longer sequences or fewer experts.")
             chosen = scores.topk(capacity, dim=1).indices
             return torch.zeros_like(scores, dtype=torch.bool).scatter_(1, chosen, True), None
+        if self.routing == "le_choice":
+            pairs = scores.reshape(batch, length * n_experts)
+            keep = min(max(int(round(self.top_k * length)), 1), pairs.shape[1])
+            chosen = pairs.topk(keep, dim=1).indices
+            return torch.zeros_like(pairs, dtype=torch.bool).scatter_(1, chosen, True).reshape(scores.shape), None
+        if self.routing == "be_choice" and self.tau_.numel() and self.tau_.numel() != length:
+            raise ValueError(
+                f"be_choice learned one threshold per position for sequences of {self.tau_.numel()} tokens; "
+                f"got {length}.")
         if self.training or self.inference == "batch_topk":
-            tau = race_threshold(scores, self.top_k, global_batch=self.training)
+            tau = self._batch_thresholds(scores)
             if self.training:
                 with torch.no_grad():
-                    if torch.isnan(self.tau_):
+                    if self.tau_.shape != tau.shape:
+                        self.tau_ = tau.clone()
+                    elif torch.isnan(self.tau_).any():
                         self.tau_.copy_(tau)
                     else:
                         self.tau_.mul_(self.threshold_momentum).add_((1 - self.threshold_momentum) * tau)
         else:
-            if torch.isnan(self.tau_):
+            if not self.tau_.numel() or torch.isnan(self.tau_).any():
                 raise RuntimeError(
-                    "ExpertRaceMoE has no inference threshold yet: run it in training mode first, or set "
-                    "inference='batch_topk'.")
+                    f"ExpertRaceMoE ({self.routing}) has no inference threshold yet: run it in training mode first, "
+                    "or set inference='batch_topk'.")
             tau = self.tau_.to(scores.dtype)
-        return scores >= tau, tau
+        return scores >= self._broadcast(tau), tau
 
     def forward(self, x):
         """Route and run the experts.
@@ -373,7 +440,7 @@ class ExpertRaceMoE(nn.Module):
             ``sim_loss`` (:func:`router_similarity_loss`), ``balance_loss``
             (:func:`balance_loss`), ``plr_pred`` (``(B, L, target_dim)`` or
             None), ``mask`` (``(B, L, n_experts)`` bool), ``tau`` (the
-            threshold used, or None) and ``logits``.
+            thresholds used, or None) and ``logits``.
         """
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"ExpertRaceMoE expects tokens (B, L, {self.dim}), got shape {tuple(x.shape)}.")

@@ -74,6 +74,20 @@ def test_the_baselines_and_the_dense_model_fit(routing):
     assert dense.expert_load_.size == 0 and dense.thresholds_.size == 0
 
 
+@pytest.mark.parametrize("routing, groups", [("bl_choice", 4), ("be_choice", 16), ("le_choice", 0)])
+def test_the_routings_of_the_papers_table_fit_sample_and_save(routing, groups, tmp_path):
+    model = _generator(routing=routing, ema_decay=0.5).fit(DIGITS.images[:128], DIGITS.target[:128])
+    if groups:  # BL: one threshold per expert; BE: one per position (16 tokens of 2x2 patches of 8x8 digits)
+        assert model.thresholds_.shape == (1, groups) and np.isfinite(model.thresholds_).all()
+    else:
+        assert np.isnan(model.thresholds_).all()
+    samples = model.sample(3, y=[0, 1, 2], random_state=0)
+    model.save(tmp_path / "m.pt")
+    loaded = RaceDiTGenerator(pretrained=tmp_path / "m.pt", max_epochs=0, device="cpu")
+    loaded.fit(DIGITS.images[:128], DIGITS.target[:128])
+    np.testing.assert_array_equal(loaded.sample(3, y=[0, 1, 2], random_state=0), samples)
+
+
 def test_constant_images_are_learned_without_dividing_by_zero():
     model = _generator().fit(np.full((32, 4, 4), 3.0))
     np.testing.assert_allclose(model.sample(2, random_state=0), 3.0)

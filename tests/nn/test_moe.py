@@ -40,6 +40,16 @@ def test_each_routing_keeps_what_its_groups_may_keep(batch, length, n_experts, f
     else:
         assert torch.all(expert_choice(x)[1]["mask"].sum(dim=1) == capacity)
 
+    def kept(share, competing):
+        return min(max(round(share), 1), competing)
+
+    mask = _moe(n_experts=n_experts, top_k=k_race, routing="bl_choice", seed=seed).double()(x)[1]["mask"]
+    assert torch.all(mask.sum(dim=(0, 1)) == kept(k_race * batch * length / n_experts, batch * length))
+    mask = _moe(n_experts=n_experts, top_k=k_race, routing="be_choice", seed=seed).double()(x)[1]["mask"]
+    assert torch.all(mask.sum(dim=(0, 2)) == kept(k_race * batch, batch * n_experts))
+    mask = _moe(n_experts=n_experts, top_k=k_race, routing="le_choice", seed=seed).double()(x)[1]["mask"]
+    assert torch.all(mask.sum(dim=(1, 2)) == kept(k_race * length, length * n_experts))
+
 
 def test_race_competes_over_the_whole_batch():
     # Token choice gives every token two experts; the race lets one sample take more than another.
@@ -67,13 +77,15 @@ def test_all_pairs_selected_is_the_gated_sum_of_every_expert():
     torch.testing.assert_close(y, expected)
 
 
-@pytest.mark.parametrize("routing", ["expert_race", "token_choice", "expert_choice"])
+@pytest.mark.parametrize("routing", ["expert_race", "token_choice", "expert_choice", "bl_choice", "be_choice",
+                                     "le_choice"])
 def test_permuting_the_batch_permutes_the_output(routing):
     moe = _moe(n_experts=4, top_k=2, routing=routing).double()
     x = _tokens(4, 6, dtype=torch.float64)
     order = torch.tensor([2, 0, 3, 1])
     torch.testing.assert_close(moe(x[order])[0], moe(x)[0][order])
-    if routing != "expert_choice":  # expert choice competes within a sample: tokens cannot move across samples
+    # Tokens may move freely where no group is tied to a position (BE's groups are the positions).
+    if routing != "be_choice":
         tokens = torch.randperm(24, generator=torch.Generator().manual_seed(0))
         flat = x.reshape(1, 24, 8)
         torch.testing.assert_close(moe(flat[:, tokens])[0], moe(flat)[0][:, tokens])
@@ -91,6 +103,36 @@ def test_the_learned_threshold_makes_inference_independent_of_the_batch():
             torch.testing.assert_close(moe(x[i:i + 1])[0], together[i:i + 1])
         per_token = moe(x)[1]["mask"].sum(-1).double().mean()
     assert 1.5 <= float(per_token) <= 2.5  # within 25% of k on inputs of the training distribution
+
+
+@pytest.mark.parametrize("routing, groups", [("bl_choice", 8), ("be_choice", 8)])
+def test_bl_and_be_learn_one_threshold_per_group_and_route_each_sample_alone(routing, groups):
+    moe = _moe(n_experts=8, top_k=2, routing=routing)
+    with pytest.raises(RuntimeError, match="no inference threshold"):
+        moe.eval()(_tokens(2, 8))
+    moe.train()
+    for seed in range(40):
+        assert moe(_tokens(16, 8, seed=seed))[1]["tau"].shape == (groups,)
+    assert moe.tau_.shape == (groups,) and torch.isfinite(moe.tau_).all()
+    moe.eval()
+    x = _tokens(8, 8, seed=99)
+    with torch.no_grad():
+        together = moe(x)[0]
+        for i in range(8):
+            torch.testing.assert_close(moe(x[i:i + 1])[0], together[i:i + 1])
+        per_token = moe(x)[1]["mask"].sum(-1).double().mean()
+    assert 1.0 <= float(per_token) <= 3.0
+    # The thresholds survive a round trip into a fresh layer (BE's buffer takes the saved length).
+    fresh = _moe(n_experts=8, top_k=2, routing=routing, seed=1)
+    fresh.load_state_dict(moe.state_dict())
+    torch.testing.assert_close(fresh.tau_, moe.tau_)
+
+
+def test_be_choice_refuses_another_sequence_length_than_its_thresholds():
+    moe = _moe(n_experts=4, top_k=2, routing="be_choice")
+    moe(_tokens(4, 6))
+    with pytest.raises(ValueError, match="6 tokens; got 5"):
+        moe.eval()(_tokens(4, 5))
 
 
 def test_the_threshold_starts_from_the_first_batch_and_moves_by_its_momentum():
