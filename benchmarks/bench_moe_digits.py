@@ -18,6 +18,17 @@ Each contender is a :class:`skicml.moe.RaceDiTGenerator` of the same shape
 Two ablations of the recipe: ``race-no-sim`` (router-similarity weight 0)
 and ``race-no-plr`` (per-layer regularization weight 0).
 
+The routing table at equal gating (the paper's Table 6): every routing with
+the race's identity gates and losses (router similarity 1e-2, per-layer
+regularization 0.1, no balance loss), so only which pairs compete differs:
+``token-identity`` (each token's experts), ``expert-identity`` (each
+expert's tokens of a sample), ``bl`` (each expert's tokens of the batch),
+``be`` (each position's pairs across the batch), ``le`` (each sample's
+pairs). Every routing spends ``top_k`` experts per token on average; the
+report gives each one's multiply-adds per image and sampling step (attention,
+MLP and router at the experts per token measured at the five timesteps,
+relative to dense) and race minus each at equal gating, paired by seed.
+
 On the 297 held-out digits: the negative denoising loss of
 :meth:`~skicml.moe.RaceDiTGenerator.score_samples` (ten timesteps, fixed
 noise; the spec's primary metric, higher is better), recorded every
@@ -73,7 +84,14 @@ CONTENDERS = {
     "dense": dict(n_experts=0),
     "race-no-sim": dict(routing="expert_race", gating="identity", router_sim_weight=0.0),
     "race-no-plr": dict(routing="expert_race", gating="identity", per_layer_reg_weight=0.0),
+    "token-identity": dict(routing="token_choice", gating="identity"),
+    "expert-identity": dict(routing="expert_choice", gating="identity"),
+    "bl": dict(routing="bl_choice", gating="identity"),
+    "be": dict(routing="be_choice", gating="identity"),
+    "le": dict(routing="le_choice", gating="identity"),
 }
+# Contenders with the race's gates and losses: race minus each isolates the routing.
+EQUAL_GATING = ("token-identity", "expert-identity", "bl", "be", "le")
 TIMESTEPS = (5, 50, 100, 150, 195)
 
 
@@ -125,6 +143,27 @@ def single_t_mse(model, images, labels, t, seed=0):
     return float((eps - noise).square().mean()), float(np.mean(per_token)) if per_token else float("nan")
 
 
+def sampling_macs(model, experts_per_token):
+    """Multiply-adds of one image's denoising step in the blocks: attention, MLP or experts, and the router.
+
+    Patch embedding, conditioning and the final layer are the same for every
+    contender and left out; the per-layer-regularization head runs only in
+    training.
+    """
+    net = model.module_
+    width = model.hidden_dim
+    height, wide = model.image_shape_[1:]
+    tokens = (height // model.patch_size_) * (wide // model.patch_size_)
+    attention = 4 * width * width + 2 * tokens * width
+    layers = net.moe_layers
+    if layers:
+        layer = layers[0]
+        mlp = width * width + width * layer.n_experts + experts_per_token * 2 * width * layer.expert_hidden
+    else:
+        mlp = 8 * width * width
+    return float(model.depth * tokens * (attention + mlp))
+
+
 def run(name, seed, args, data):
     settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=args.experts, top_k=2.0,
                     patch_size=args.patch,
@@ -133,10 +172,11 @@ def run(name, seed, args, data):
     start = time.perf_counter()
     model.fit(data["train_x"], data["train_y"])
     seconds = time.perf_counter() - start
-    row = {"score": model.score(data["test_x"], data["test_y"]), "seconds": seconds}
+    row = {"seed": seed, "score": model.score(data["test_x"], data["test_y"]), "seconds": seconds}
     row["curve"] = model.curve_ + [(model.n_steps_, row["score"])]
     for t in TIMESTEPS:
         row[f"mse@{t}"], row[f"k@{t}"] = single_t_mse(model, data["test_x"], data["test_y"], t)
+    row["sampling_macs"] = sampling_macs(model, np.mean([row[f"k@{t}"] for t in TIMESTEPS]))
     labels = np.repeat(np.arange(10), args.samples_per_class)
     samples = model.sample(len(labels), y=labels, n_steps=50, random_state=seed)
     quality = sample_quality(samples, labels, data["train_x"], data["train_y"], random_state=0)
@@ -195,9 +235,9 @@ def report(results):
     seeds = sorted({len(rows) for rows in results.values()})
     print(f"\nmean (std) over {'/'.join(map(str, seeds))} seeds; score = -denoising loss (higher is better), "
           "fd lower is better, k@t = experts per token")
-    print(f"{'contender':13s} " + " ".join(f"{c:>15s}" for c in columns) + f" {'s / fit':>8s}")
+    print(f"{'contender':16s} " + " ".join(f"{c:>15s}" for c in columns) + f" {'s / fit':>8s}")
     for name, rows in results.items():
-        print(f"{name:13s} " + " ".join(f"{mean_std([r[c] for r in rows]):>15s}" for c in columns)
+        print(f"{name:16s} " + " ".join(f"{mean_std([r[c] for r in rows]):>15s}" for c in columns)
               + f" {np.mean([r['seconds'] for r in rows]):8.0f}")
 
     if "dense" in results:
@@ -211,29 +251,49 @@ def report(results):
                 base = np.mean([r[column] for r in results["dense"]])
                 diff = np.array([r[column] for r in rows]) - base
                 cells.append(f"{column} {diff.mean():+.4f} ({int((sign * diff > 0).sum())}/{len(diff)})")
-            print(f"{name:13s} " + "  ".join(cells))
+            print(f"{name:16s} " + "  ".join(cells))
 
     print("\nheld-out score against optimiser step (mean over seeds)")
     steps = [s for s, _ in next(iter(results.values()))[0]["curve"]]
-    print(f"{'contender':13s} " + " ".join(f"{s:>7d}" for s in steps))
+    print(f"{'contender':16s} " + " ".join(f"{s:>7d}" for s in steps))
     for name, rows in results.items():
         curve = np.mean([[v for _, v in r["curve"]] for r in rows], axis=0)
-        print(f"{name:13s} " + " ".join(f"{v:7.4f}" for v in curve))
+        print(f"{name:16s} " + " ".join(f"{v:7.4f}" for v in curve))
+    if "race" in results and any(name in results for name in EQUAL_GATING):
+        print("\nrace minus each routing at equal gating (identity gates, the race's losses), paired by seed; "
+              "in brackets, the seeds where the race is better")
+        for name in EQUAL_GATING:
+            if name not in results:
+                continue
+            race = {r["seed"]: r for r in results["race"] if "seed" in r}
+            pairs = [(race[r["seed"]], r) for r in results[name] if r.get("seed") in race]
+            cells = []
+            for column, sign in (("score", 1), ("fd", -1), ("accuracy", 1)):
+                diff = np.array([a[column] - b[column] for a, b in pairs])
+                cells.append(f"{column} {diff.mean():+.4f} ({int((sign * diff > 0).sum())}/{len(diff)})")
+            print(f"race - {name:16s} " + "  ".join(cells))
+    if "dense" in results and "sampling_macs" in results["dense"][0]:
+        base = np.mean([r["sampling_macs"] for r in results["dense"]])
+        print(f"\nmultiply-adds of one sampling step (blocks, router included), relative to dense "
+              f"({base / 1e6:.2f} M an image)")
+        for name, rows in results.items():
+            if "sampling_macs" in rows[0]:
+                print(f"{name:16s} {np.mean([r['sampling_macs'] for r in rows]) / base:6.3f}x")
     if "dense" in results:
         target = np.mean([r["score"] for r in results["dense"]])
         print(f"\nsteps to reach dense's final held-out score ({target:.4f}), per seed; nan = not reached")
         for name, rows in results.items():
             reached = [steps_to_reach(r["curve"], target) for r in rows]
-            print(f"{name:13s} " + " ".join(f"{v:7.0f}" for v in reached)
+            print(f"{name:16s} " + " ".join(f"{v:7.0f}" for v in reached)
                   + f"   median {np.nanmedian(reached) if np.isfinite(reached).any() else float('nan'):.0f}")
 
     routed = {name: rows for name, rows in results.items() if "maxvio" in rows[0]}
     if routed:
         print("\nbalance: MaxVio of the training loads (mean over layers) and of held-out routing (mean over "
               "layers and the five timesteps), combination usage (% of expert pairs holding 95% of co-firing)")
-        print(f"{'contender':13s} {'train MaxVio':>16s} {'held-out MaxVio':>16s} {'comb. usage %':>16s}")
+        print(f"{'contender':16s} {'train MaxVio':>16s} {'held-out MaxVio':>16s} {'comb. usage %':>16s}")
         for name, rows in routed.items():
-            print(f"{name:13s} {mean_std([r['train_maxvio'] for r in rows]):>16s} "
+            print(f"{name:16s} {mean_std([r['train_maxvio'] for r in rows]):>16s} "
                   f"{mean_std([r['maxvio'] for r in rows]):>16s} "
                   f"{mean_std([r['combination_usage'] for r in rows]):>16s}")
         print("\nexpert-load histogram: share of the training tokens each expert took, by layer "
@@ -242,7 +302,7 @@ def report(results):
             shares = np.mean([np.sort(np.array(r["train_load_share"]), axis=1)[:, ::-1] for r in rows], axis=0)
             for layer, share in enumerate(shares):
                 bars = " ".join(f"{v:5.3f}" for v in share)
-                print(f"{name:13s} layer {layer}: {bars}")
+                print(f"{name:16s} layer {layer}: {bars}")
 
 
 def main():
@@ -289,7 +349,7 @@ def main():
         for seed in args.seeds:
             row = run(name, seed, args, data)
             results[name].append(row)
-            print(f"{name:13s} seed {seed}: score {row['score']:.4f}  fd {row['fd']:.3f}  accuracy "
+            print(f"{name:16s} seed {seed}: score {row['score']:.4f}  fd {row['fd']:.3f}  accuracy "
                   f"{row['accuracy']:.3f}  " + "  ".join(f"mse@{t} {row[f'mse@{t}']:.4f}" for t in TIMESTEPS)
                   + f"  {row['seconds']:.0f} s", flush=True)
             if args.save:

@@ -30,8 +30,8 @@ def test_quick_mode_prints_the_tables_and_saves_what_load_reports(tmp_path):
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()
             if line.split() and line.split()[0] in ("race", "dense") and "(" in line}
     assert set(rows) == {"race", "dense"}
-    assert "difference from dense" in result.stdout and "race          score" in result.stdout
-    assert "held-out score against optimiser step" in result.stdout and "race          layer 0:" in result.stdout
+    assert "difference from dense" in result.stdout and "race             score" in result.stdout
+    assert "held-out score against optimiser step" in result.stdout and "race             layer 0:" in result.stdout
     results = json.loads(saved.read_text())
     assert [step for step, _ in results["race"][0]["curve"]] == [10, 20, 24]  # every 10 steps, then the end
     assert "maxvio" in results["race"][0] and "maxvio" not in results["dense"][0]
