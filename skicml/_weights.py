@@ -19,9 +19,22 @@ at the level of the payload dictionary. Pretraining recipes
 (``skicml/<family>/_pretrain.py``) are the only code that writes shipped
 files. Files are read once per process: a shipped file is cached under its
 registered hash, a user's file under its path, size and modification time, so
-that a file changed on disk is read again. Nothing is ever downloaded:
-:func:`check_local` refuses hub names, URLs and download tags with a message
-saying what to pass instead.
+that a file changed on disk is read again.
+
+Published models (the papers' own checkpoints and the backbones users
+already know, :class:`PublishedWeights`) are resolved here and nowhere else:
+a published name maps to where its authors publish it (a Hugging Face repo
+and file, or a URL), the format its file is in and the estimators that read
+it. It is fetched once into the standard cache (``huggingface_hub``'s, which
+honours ``HF_HOME``/``HF_HUB_CACHE`` and shows its progress bar, or
+torch.hub's for a URL, with the published hash checked), and afterwards
+loads as the cached local file. A download happens only for a published name
+missing from the cache, and never with ``HF_HUB_OFFLINE=1`` or
+``skicml.set_config(allow_download=False)``: then the error names
+``skicml download NAME``, which fetches it ahead of time. Anything else that
+only a download could resolve (``hf-hub:`` names, URLs, a wrapped library's
+download tags) is refused by :func:`check_local` with a message saying what
+to pass instead.
 """
 
 from __future__ import annotations
@@ -39,8 +52,9 @@ from typing import NamedTuple
 import torch
 
 __all__ = [
-    "LoadedModule", "ShippedWeights", "available_weights", "check_local", "load_module", "load_weights",
-    "recipe_command", "register_weights", "save_module", "save_weights",
+    "LoadedModule", "NotCachedError", "PublishedWeights", "ShippedWeights", "available_weights", "check_local",
+    "fetch_published", "load_module", "load_weights", "published_weights", "recipe_command", "register_weights",
+    "resolve_published", "save_module", "save_weights",
 ]
 
 
@@ -179,10 +193,359 @@ def _sha256(path):
 
 
 # --------------------------------------------------------------------------
+# published models: fetched once into the standard cache
+# --------------------------------------------------------------------------
+class NotCachedError(FileNotFoundError):
+    """A published model that is not in the local cache while downloads are switched off."""
+
+
+@dataclass(frozen=True)
+class PublishedWeights:
+    """A model its authors publish, which skicml fetches once into the standard cache.
+
+    Attributes
+    ----------
+    name : str
+        What users pass as ``pretrained=`` (or ``skicml download NAME``).
+    family : str
+        The skicml family whose estimators read it.
+    description : str
+        What the model is, one line.
+    repo_id, filenames, revision : str, tuple of str, str or None
+        Where it lives on the Hugging Face hub: the repository, the file
+        (the first of ``filenames`` the repository has; an empty tuple
+        fetches the whole repository, as sentence-transformers models are),
+        and the revision (a branch, tag or commit; None is ``main``).
+    url, sha256 : str
+        Where it lives otherwise: the URL its authors publish, fetched with
+        torch.hub into the torch cache, and the hash (or hash prefix) they
+        publish with it, checked on download; empty when they publish none.
+    cache_dir : str
+        For a URL, the folder it is cached in (torch.hub's
+        ``checkpoints`` folder when empty; open_clip's own for its tags).
+    reader : str
+        The official format and what reads it, for the docs and ``skicml info``.
+    estimators : str
+        The estimators that take the name.
+    size, licence, homepage : str
+        As the authors state them (``size`` may be computed from the
+        architecture; the docs say which).
+    """
+
+    name: str
+    family: str
+    description: str
+    repo_id: str = ""
+    filenames: tuple = ()
+    revision: str | None = None
+    url: str = ""
+    sha256: str = ""
+    cache_dir: str = ""
+    reader: str = ""
+    estimators: str = ""
+    size: str = ""
+    licence: str = ""
+    homepage: str = ""
+
+    @property
+    def source(self):
+        """Where the model lives, one string: ``hf://repo/file@revision`` or the URL."""
+        if self.url:
+            return self.url
+        path = f"{self.repo_id}/{self.filenames[0]}" if self.filenames else self.repo_id
+        return f"hf://{path}" + (f"@{self.revision}" if self.revision else "")
+
+    def _url_target(self):
+        if self.cache_dir:
+            folder = os.path.expanduser(self.cache_dir)
+        else:
+            folder = os.path.join(torch.hub.get_dir(), "checkpoints")
+        return os.path.join(folder, _url_file_name(self))
+
+    def cached_path(self):
+        """The file (or, for a whole repository, the folder) in the local cache, or None."""
+        if self.url:
+            target = self._url_target()
+            return target if os.path.isfile(target) else None
+        from huggingface_hub import try_to_load_from_cache
+
+        cache = hub_cache_dir()
+        if not self.filenames:
+            folder = _cached_snapshot(cache, self.repo_id, self.revision)
+            return folder
+        for filename in self.filenames:
+            found = try_to_load_from_cache(self.repo_id, filename, cache_dir=cache, revision=self.revision)
+            if isinstance(found, str) and os.path.isfile(found):
+                return found
+        return None
+
+    def is_cached(self):
+        return self.cached_path() is not None
+
+    def fetch(self, *, download=None):
+        """The cached path, downloading the model first when it is missing and downloads are allowed.
+
+        Parameters
+        ----------
+        download : bool or None, default=None
+            None follows ``HF_HUB_OFFLINE`` and ``skicml.get_config()["allow_download"]``;
+            False never downloads; True downloads unless ``HF_HUB_OFFLINE`` is set.
+
+        Raises
+        ------
+        NotCachedError
+            When the model is not cached and may not be downloaded; the message
+            names ``skicml download``.
+        """
+        found = self.cached_path()
+        if found is not None:
+            return found
+        reason = _downloads_off_reason(download)
+        if reason:
+            raise NotCachedError(
+                f"{self.name!r} is a published model ({self.description}; {self.source}) that is not in the "
+                f"local cache ({self._cache_location()}), and downloads are switched off ({reason}). Fetch it "
+                f"once with `skicml download {self.name}` (on a machine with internet, then copy the cache "
+                "folder), or allow downloads."
+            )
+        return self._download()
+
+    def _cache_location(self):
+        return os.path.dirname(self._url_target()) if self.url else hub_cache_dir()
+
+    def _download(self):
+        if self.url:
+            target = self._url_target()
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            # torch.hub's downloader: a temporary file renamed into place, the hash prefix checked.
+            torch.hub.download_url_to_file(self.url, target, hash_prefix=self.sha256 or None, progress=True)
+            return target
+        import huggingface_hub
+
+        cache = hub_cache_dir()
+        if not self.filenames:
+            return huggingface_hub.snapshot_download(self.repo_id, revision=self.revision, cache_dir=cache)
+        from huggingface_hub.utils import EntryNotFoundError
+
+        for index, filename in enumerate(self.filenames):
+            try:
+                return huggingface_hub.hf_hub_download(self.repo_id, filename, revision=self.revision,
+                                                       cache_dir=cache)
+            except EntryNotFoundError:
+                if index == len(self.filenames) - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _url_file_name(entry):
+    # A URL's own file name (``pretrain.pth``) can be anyone's: the torch
+    # cache keeps it under the published name, open_clip's under its own.
+    return os.path.basename(entry.url) if entry.cache_dir else entry.name
+
+
+def _cached_snapshot(cache, repo_id, revision):
+    folder = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
+    ref = revision or "main"
+    ref_file = os.path.join(folder, "refs", ref)
+    commit = open(ref_file).read().strip() if os.path.isfile(ref_file) else ref
+    snapshot = os.path.join(folder, "snapshots", commit)
+    return snapshot if os.path.isdir(snapshot) and os.listdir(snapshot) else None
+
+
+def hub_cache_dir():
+    """The Hugging Face hub cache, as huggingface_hub finds it, read at call time.
+
+    ``HF_HUB_CACHE`` (or the older ``HUGGINGFACE_HUB_CACHE``), else
+    ``$HF_HOME/hub``, else huggingface_hub's default (``~/.cache/huggingface/hub``).
+    """
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return os.path.expanduser(os.environ[variable])
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def _hub_offline():
+    value = os.environ.get("HF_HUB_OFFLINE")
+    if value is not None:
+        return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _downloads_off_reason(download=None):
+    """Why a missing published model may not be downloaded now, or "" when it may."""
+    if _hub_offline():
+        return "HF_HUB_OFFLINE=1"
+    if download is False:
+        return "download=False"
+    if download is None:
+        from . import get_config
+
+        if not get_config()["allow_download"]:
+            return "skicml.set_config(allow_download=False)"
+    return ""
+
+
+_TABICL_REPO = "jingang/TabICL"
+_TABICL_READER = ("TabICL checkpoint: torch.save({'config', 'state_dict'}), read with weights_only=True; "
+                  "the config says v1 or v2")
+
+_PUBLISHED = {
+    entry.name: entry for entry in (
+        PublishedWeights(
+            "tabicl-classifier-v2-20260212.ckpt", "tabicl",
+            "TabICL v2 classifier, the checkpoint of the TabICLv2 paper (tabicl 2.x default)",
+            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v2-20260212.ckpt",), reader=_TABICL_READER,
+            estimators="TabICLClassifier", size="about 110 MB (27.6 M parameters, float32)",
+            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
+        PublishedWeights(
+            "tabicl-regressor-v2-20260212.ckpt", "tabicl",
+            "TabICL v2 regressor (999 quantiles), the checkpoint of the TabICLv2 paper",
+            repo_id=_TABICL_REPO, filenames=("tabicl-regressor-v2-20260212.ckpt",), reader=_TABICL_READER,
+            estimators="TabICLRegressor", size="about 114 MB (28.6 M parameters, float32)",
+            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
+        PublishedWeights(
+            "tabicl-classifier-v1.1-20250506.ckpt", "tabicl",
+            "TabICL v1.1 classifier: v1's network trained on a precursor of the v2 prior",
+            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v1.1-20250506.ckpt",), reader=_TABICL_READER,
+            estimators="TabICLClassifier, TabICLEmbedder", size="about 108 MB (27.1 M parameters, float32)",
+            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
+        PublishedWeights(
+            "tabicl-classifier-v1-20250208.ckpt", "tabicl",
+            "TabICL v1 classifier, the checkpoint of the TabICL paper (ICML 2025)",
+            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v1-20250208.ckpt",), reader=_TABICL_READER,
+            estimators="TabICLClassifier, TabICLEmbedder", size="about 108 MB (27.1 M parameters, float32)",
+            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
+        PublishedWeights(
+            "point-mae-pretrain", "pointcloud",
+            "Point-MAE pretrained on ShapeNet (ECCV 2022), the authors' pretrain.pth",
+            url="https://github.com/Pang-Yatian/Point-MAE/releases/download/main/pretrain.pth",
+            reader="Point-MAE training checkpoint: {'base_model': state dict with MAE_encoder./module. prefixes, "
+                   "'optimizer', 'epoch', ...}; the encoder is read, the decoder left out",
+            estimators="GAPromptClassifier, PointMAEPretrainer",
+            size="not stated by the authors (the encoder is 22 M parameters)",
+            licence="MIT (the Point-MAE repository)", homepage="https://github.com/Pang-Yatian/Point-MAE"),
+    )
+}
+_OPEN_CLIP_SEPARATOR = ":"
+
+
+def _open_clip_published(model_name, tag):
+    """The published entry of an open_clip ``(model_name, pretrained tag)`` pair, through open_clip's own table."""
+    try:
+        import open_clip
+    except Exception:  # noqa: BLE001 - absent or broken: then it is no open_clip tag
+        return None
+    cfg = open_clip.get_pretrained_cfg(model_name, tag) if model_name else {}
+    if not cfg:
+        return None
+    name = f"{model_name}{_OPEN_CLIP_SEPARATOR}{tag}"
+    common = dict(reader="open_clip state dict (safetensors or .bin, or OpenAI's TorchScript archive), loaded "
+                         "by open_clip with the tag's preprocessing",
+                  estimators="CLIPEmbedder (and WhitenedCLIPScorer, CLIPVideoEncoder through it)",
+                  size="see the model card", licence="as on the model card",
+                  description=f"open_clip {model_name} weights {tag!r}")
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
+
+        # "org/repo/file" or "org/repo/" (open_clip's default file name), as open_clip splits it
+        repo_id, filename = os.path.split(hub)
+        filename = filename or HF_WEIGHTS_NAME
+        # open_clip's own order: a safetensors twin of a .bin or .pth first.
+        safe = ((HF_SAFE_WEIGHTS_NAME,) if filename == HF_WEIGHTS_NAME
+                else (filename[:-4] + ".safetensors",) if filename.endswith((".bin", ".pth")) else ())
+        return PublishedWeights(name, "clip", repo_id=repo_id, filenames=(*safe, filename),
+                                homepage=f"https://huggingface.co/{repo_id}", **common)
+    url = cfg.get("url", "")
+    if not url:
+        return None
+    # open_clip's own hash rules and cache folder for its URLs.
+    file_name = os.path.basename(url)
+    sha = (url.split("/")[-2] if "openaipublic" in url
+           else os.path.splitext(file_name)[0].split("-")[-1] if "mlfoundations" in url else "")
+    return PublishedWeights(name, "clip", url=url, sha256=sha, cache_dir=os.path.join("~", ".cache", "clip"),
+                            homepage=url, **common)
+
+
+def published_weights(name=None, *, model_name=None):
+    """The published entry of a name, or None; all of skicml's own with no name.
+
+    Parameters
+    ----------
+    name : str or None
+        A published name (``skicml info`` lists them), or an open_clip tag:
+        with ``model_name`` the tag alone (``"laion2b_s34b_b79k"``), without
+        it open_clip's ``"ViT-B-32:laion2b_s34b_b79k"`` form. None returns
+        every published name skicml lists (open_clip's tags aside).
+    model_name : str or None
+        The open_clip architecture ``name`` is a tag of.
+
+    Returns
+    -------
+    PublishedWeights, dict or None
+    """
+    if name is None:
+        return dict(_PUBLISHED)
+    if not isinstance(name, str):
+        return None
+    if model_name is None and name in _PUBLISHED:
+        return _PUBLISHED[name]
+    if model_name is None and _OPEN_CLIP_SEPARATOR in name and not os.path.exists(name):
+        model_name, name = name.split(_OPEN_CLIP_SEPARATOR, 1)
+    if model_name is None:
+        return None
+    return _open_clip_published(model_name, name)
+
+
+def fetch_published(name, *, model_name=None, download=None):
+    """The local path of a published model: from the cache, or downloaded once into it.
+
+    Parameters
+    ----------
+    name : str
+        A published name (see :func:`published_weights`).
+    model_name : str or None
+        The open_clip architecture when ``name`` is one of its tags.
+    download : bool or None, default=None
+        None downloads a missing model unless ``HF_HUB_OFFLINE`` is set or
+        ``skicml.set_config(allow_download=False)``; False never downloads.
+
+    Returns
+    -------
+    str
+        The cached file (a folder for a whole repository).
+
+    Raises
+    ------
+    KeyError
+        If ``name`` is not a published name.
+    NotCachedError
+        If it is not cached and may not be downloaded; the message names
+        ``skicml download``.
+    """
+    entry = published_weights(name, model_name=model_name)
+    if entry is None:
+        raise KeyError(f"{name!r} is not a published model; skicml info lists them.")
+    return entry.fetch(download=download)
+
+
+def resolve_published(name, *, model_name=None):
+    """``(entry, local path)`` of a published name, or ``(None, None)`` when it is none."""
+    entry = published_weights(name, model_name=model_name)
+    return (entry, entry.fetch()) if entry is not None else (None, None)
+
+
+# --------------------------------------------------------------------------
 # local only
 # --------------------------------------------------------------------------
 class _NeverDownloadsError(FileNotFoundError, ValueError):
-    """A model named by something only a download could fetch.
+    """A model named by something only a download could fetch, and no published name.
 
     Both kinds, so that code catching a missing file and code catching a bad
     argument each see it.
@@ -197,14 +560,19 @@ def _shipped_names():
     return ", ".join(sorted(_registry())) or "none yet"
 
 
-def check_local(value, param="pretrained", *, download_tag=None, instead=None):
-    """Refuse a model reference that only a download could resolve.
+def _published_names():
+    return ", ".join(sorted(_PUBLISHED))
 
-    skicml never downloads weights. A registered name or an existing path
-    always passes; otherwise a Hugging Face hub name (``"hf-hub:..."``), a
-    URL, or a download tag of the library the caller wraps raise, saying
-    what to pass instead. Anything else passes: the caller decides whether it
-    is a missing file.
+
+def check_local(value, param="pretrained", *, download_tag=None, instead=None):
+    """Refuse a model reference that only a download could resolve and that is no published name.
+
+    skicml downloads only its published models (:func:`published_weights`),
+    by name. A registered or published name or an existing path always
+    passes; otherwise a Hugging Face hub name (``"hf-hub:..."``), a URL, or a
+    download tag of the library the caller wraps raise, saying what to pass
+    instead. Anything else passes: the caller decides whether it is a
+    missing file.
 
     Parameters
     ----------
@@ -227,24 +595,23 @@ def check_local(value, param="pretrained", *, download_tag=None, instead=None):
     if not isinstance(value, (str, os.PathLike)):
         return
     key = os.fspath(value)
-    if not isinstance(key, str) or os.path.exists(key) or key in _registry(key):
+    if not isinstance(key, str) or os.path.exists(key) or key in _PUBLISHED or key in _registry(key):
         return
     if instead is None:
-        instead = f"its local path, or one of the shipped models ({_shipped_names()})"
+        instead = (f"its local path, one of the shipped models ({_shipped_names()}) or a published one "
+                   f"({_published_names()})")
+    only = "skicml downloads only its published models, by name (skicml info lists them)"
     if key.startswith(_HUB_PREFIXES):
         raise _NeverDownloadsError(
-            f"{param}={key!r} would be downloaded from the Hugging Face hub; skicml never downloads. "
-            f"Download the repository yourself and pass {instead}."
+            f"{param}={key!r} is a Hugging Face hub name; {only}. Download the repository yourself and pass "
+            f"{instead}."
         )
     if _URL.match(key):
         raise _NeverDownloadsError(
-            f"{param}={key!r} is a URL; skicml never downloads. Download the file yourself and pass {instead}."
+            f"{param}={key!r} is a URL; {only}. Download the file yourself and pass {instead}."
         )
     if download_tag:
-        raise _NeverDownloadsError(
-            f"{param}={key!r} is {download_tag}; skicml never downloads weights. Download the checkpoint "
-            f"once yourself and pass {instead}."
-        )
+        raise _NeverDownloadsError(f"{param}={key!r} is {download_tag}; pass {instead}.")
 
 
 # --------------------------------------------------------------------------
@@ -338,23 +705,33 @@ def _payload(name_or_path):
     if os.path.isfile(key):
         payload = _cached(_file_stamp(key), lambda: _read(key))
         return dict(payload, provenance=dict(payload["provenance"], path=key))
+    entry = published_weights(key)
+    if entry is not None:
+        # Fetched once into the cache (or refused, naming `skicml download`), then a local file.
+        path = entry.fetch()
+        payload = _cached(_file_stamp(path), lambda: _read(path))
+        return dict(payload, provenance=dict(payload["provenance"], published=entry.name, source=entry.source,
+                                             path=path))
     check_local(key)
     raise FileNotFoundError(
-        f"No shipped model named {key!r} and no file at that path. skicml never "
-        f"downloads weights: pass the path of a checkpoint on this machine, or "
-        f"one of the shipped models ({_shipped_names()})."
+        f"No shipped or published model named {key!r} and no file at that path: pass the path of a "
+        f"checkpoint on this machine, one of the shipped models ({_shipped_names()}) or a published one "
+        f"({_published_names()}); skicml info lists both."
     )
 
 
 def load_weights(name_or_path):
-    """Load a shipped model by registry name, or a model file by local path.
+    """Load a shipped model by registry name, a model file by local path, or a published model by name.
 
     Parameters
     ----------
     name_or_path : str or path-like
-        A name from :func:`available_weights` or the path of a file written by
+        A name from :func:`available_weights`, the path of a file written by
         :func:`save_weights` / :func:`torch.save` (a plain state dict, or a
-        dict with ``state_dict``, ``config`` and ``provenance``).
+        dict with ``state_dict``, ``config`` and ``provenance``), or a
+        published name (:func:`published_weights`: read from the cache, or
+        downloaded once into it; its provenance says ``published``,
+        ``source`` and ``path``).
 
     Returns
     -------
@@ -365,8 +742,10 @@ def load_weights(name_or_path):
     Raises
     ------
     FileNotFoundError
-        If the name is not registered and no such file exists. skicml never
-        downloads weights; the message says what can be passed instead.
+        If the name is neither registered nor published and no such file
+        exists (the message says what can be passed instead), or if a
+        published model is not cached and downloads are off
+        (:class:`NotCachedError`, naming ``skicml download``).
     ValueError
         If a shipped file's hash does not match the registry.
     """
@@ -390,8 +769,8 @@ def load_module(name_or_path, build):
     Parameters
     ----------
     name_or_path : str or path-like
-        A name from :func:`available_weights` or the path of a file on this
-        machine, as for :func:`load_weights`.
+        A name from :func:`available_weights`, the path of a file on this
+        machine or a published name, as for :func:`load_weights`.
     build : callable
         ``build(config) -> torch.nn.Module``: the network the file's
         ``config`` describes (a copy it may change). It may raise when the
@@ -407,8 +786,9 @@ def load_module(name_or_path, build):
     Raises
     ------
     FileNotFoundError
-        If the name is not registered and no such file exists, or if it is a
-        hub name or a URL (see :func:`check_local`).
+        If the name is neither registered nor published and no such file
+        exists, if it is a hub name or a URL (see :func:`check_local`), or if
+        a published model is not cached while downloads are off.
     ValueError
         If a shipped file's hash does not match the registry.
     RuntimeError

@@ -24,8 +24,9 @@ def test_bare_state_dict_loads(tmp_path):
     assert set(payload["state_dict"]) == {"w"} and payload["config"] == {}
 
 
-def test_unknown_name_never_downloads():
-    with pytest.raises(FileNotFoundError, match="never downloads"):
+def test_unknown_name_is_neither_shipped_nor_published():
+    with pytest.raises(FileNotFoundError, match="No shipped or published model named 'no-such-model'.*"
+                                                "tabicl-classifier-v2-20260212.ckpt"):
         _weights.load_weights("no-such-model")
 
 
@@ -196,17 +197,17 @@ def test_build_errors_reach_the_caller(tmp_path):
                                   "https://example.com/model.pt", "s3://bucket/model.pt"])
 def test_hub_names_and_urls_are_refused(name):
     for load in (_weights.load_weights, lambda n: _weights.load_module(n, _linear)):
-        with pytest.raises(FileNotFoundError, match="skicml never downloads") as caught:
+        with pytest.raises(FileNotFoundError, match="skicml downloads only its published models") as caught:
             load(name)
         assert isinstance(caught.value, ValueError)
         assert repr(name) in str(caught.value) and "pass its local path" in str(caught.value)
 
 
 def test_check_local_rules():
-    with pytest.raises(ValueError, match="model_name='hf-hub:x/y' would be downloaded.*local-dir"):
+    with pytest.raises(ValueError, match="model_name='hf-hub:x/y' is a Hugging Face hub name.*local-dir"):
         _weights.check_local("hf-hub:x/y", "model_name", instead="model_name='local-dir:<folder>'")
-    with pytest.raises(FileNotFoundError, match="'openai' is an open_clip download tag; skicml never downloads"):
-        _weights.check_local("openai", download_tag="an open_clip download tag")
+    with pytest.raises(FileNotFoundError, match="'openai' is an open_clip download tag; pass model_name"):
+        _weights.check_local("openai", download_tag="an open_clip download tag", instead="model_name=... with it")
     # What might be a local file name or a shipped name is the caller's to judge.
     for fine in (None, "openai", "/no/such/file.pt", "tabicl-small", 3):
         _weights.check_local(fine)

@@ -16,6 +16,16 @@ ground floor (:mod:`skicml.utils._runtime`) can read it.
     Raise it for large networks on a machine of your own, or use more
     processes (``n_jobs`` of ``GridSearchCV``, each with its one thread). An
     estimator's own ``n_jobs`` (TabICL's) wins over this setting.
+
+``allow_download``
+    Whether a published model (``skicml info`` lists them: TabICL's official
+    checkpoints, open_clip's pretrained tags, Point-MAE...) missing from the
+    local cache may be downloaded when an estimator is given its name
+    (``True`` by default, or the environment variable
+    ``SKICML_ALLOW_DOWNLOAD=0``). With ``False``, as with Hugging Face's own
+    ``HF_HUB_OFFLINE=1``, such a name loads only from the cache and a missing
+    file raises an error naming ``skicml download``, the command that fetches
+    it ahead of time. Shipped models and local files never need the network.
 """
 
 from __future__ import annotations
@@ -42,7 +52,18 @@ def _threads_from_environment():
     return threads
 
 
-_global_config = {"torch_threads": _threads_from_environment()}
+def _downloads_from_environment():
+    value = os.environ.get("SKICML_ALLOW_DOWNLOAD", "").strip().lower()
+    if not value:
+        return True
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"SKICML_ALLOW_DOWNLOAD={value!r}; expected 1 or 0 (true/false, yes/no, on/off).")
+
+
+_global_config = {"torch_threads": _threads_from_environment(), "allow_download": _downloads_from_environment()}
 _local = threading.local()
 
 
@@ -59,7 +80,8 @@ def get_config():
     Returns
     -------
     dict
-        ``{"torch_threads": int or None}``; see :func:`set_config`.
+        ``{"torch_threads": int or None, "allow_download": bool}``; see
+        :func:`set_config`.
 
     Examples
     --------
@@ -77,10 +99,15 @@ def _check_threads(torch_threads):
                          "torch's own thread count alone.")
 
 
+def _check_download(allow_download):
+    if not isinstance(allow_download, bool):
+        raise ValueError(f"allow_download={allow_download!r}; expected True or False.")
+
+
 _UNSET = object()
 
 
-def set_config(torch_threads=_UNSET):
+def set_config(torch_threads=_UNSET, allow_download=_UNSET):
     """Change skicml's settings for the rest of the process.
 
     Parameters
@@ -100,17 +127,23 @@ def set_config(torch_threads=_UNSET):
     """
     if torch_threads is not _UNSET:
         _check_threads(torch_threads)
-        _global_config["torch_threads"] = torch_threads
-        _thread_config()["torch_threads"] = torch_threads
+    if allow_download is not _UNSET:
+        _check_download(allow_download)
+    for key, value in (("torch_threads", torch_threads), ("allow_download", allow_download)):
+        if value is not _UNSET:
+            _global_config[key] = value
+            _thread_config()[key] = value
 
 
 @contextlib.contextmanager
-def config_context(*, torch_threads=_UNSET):
+def config_context(*, torch_threads=_UNSET, allow_download=_UNSET):
     """Change skicml's settings inside a ``with`` block of the calling thread.
 
     Parameters
     ----------
     torch_threads : int or None
+        As in :func:`set_config`.
+    allow_download : bool
         As in :func:`set_config`.
 
     Examples
@@ -119,13 +152,20 @@ def config_context(*, torch_threads=_UNSET):
     >>> with skicml.config_context(torch_threads=None):
     ...     print(skicml.get_config()["torch_threads"])
     None
+    >>> with skicml.config_context(allow_download=False):
+    ...     print(skicml.get_config()["allow_download"])
+    False
     """
     if torch_threads is not _UNSET:
         _check_threads(torch_threads)
+    if allow_download is not _UNSET:
+        _check_download(allow_download)
     config = _thread_config()
     previous = dict(config)
     if torch_threads is not _UNSET:
         config["torch_threads"] = torch_threads
+    if allow_download is not _UNSET:
+        config["allow_download"] = allow_download
     try:
         yield
     finally:

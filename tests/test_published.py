@@ -1,0 +1,126 @@
+"""The published-model resolver of ``skicml._weights``, against caches laid out on disk.
+
+Nothing here touches the network: the hub cache is written in huggingface_hub's
+own layout (``tests/_fake_hub.py``), and where a download would happen the
+downloader is replaced by one that writes into the cache as the real one does.
+"""
+
+import dataclasses
+import socket
+import sys
+
+import pytest
+import torch
+
+from skicml import _weights, config_context, get_config, set_config
+
+
+def _bytes(data):
+    return lambda path: path.write_bytes(data)
+
+
+def test_hub_layout_is_found_offline_and_loads_as_a_local_file(hub_cache):
+    name = "tabicl-classifier-v2-20260212.ckpt"
+    entry = _weights.published_weights(name)
+    assert entry.source == f"hf://jingang/TabICL/{name}" and not entry.is_cached()
+    snapshot = hub_cache.put(name, lambda path: torch.save({"config": {"a": 1}, "state_dict": {"w": torch.ones(2)}},
+                                                           path))
+    assert "models--jingang--TabICL/snapshots/" in str(snapshot)
+    assert entry.cached_path() == str(snapshot) and _weights.fetch_published(name) == str(snapshot)
+    payload = _weights.load_weights(name)
+    assert payload["config"] == {"a": 1}
+    assert payload["provenance"]["published"] == name and payload["provenance"]["path"] == str(snapshot)
+
+
+def test_revision_pinning(hub_cache):
+    entry = dataclasses.replace(_weights.published_weights("tabicl-classifier-v1-20250208.ckpt"), revision="v1.0")
+    hub_cache.add(entry.repo_id, entry.filenames[0], _bytes(b"main"))
+    assert entry.cached_path() is None  # main is cached, the pinned revision is not
+    pinned = hub_cache.add(entry.repo_id, entry.filenames[0], _bytes(b"pinned"), revision="v1.0")
+    assert entry.cached_path() == str(pinned) and entry.source.endswith("@v1.0")
+
+
+def test_a_missing_model_downloads_once_when_allowed(hub_cache, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    calls = []
+
+    def fake_hub_download(repo_id, filename, revision=None, cache_dir=None):
+        calls.append(filename)
+        return str(hub_cache.add(repo_id, filename, _bytes(b"x")))
+
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_hub_download)
+    name = "tabicl-regressor-v2-20260212.ckpt"
+    first = _weights.fetch_published(name)
+    again = _weights.fetch_published(name)
+    assert first == again and calls == [name]
+    with pytest.raises(_weights.NotCachedError, match="download=False"):
+        _weights.fetch_published("tabicl-classifier-v1-20250208.ckpt", download=False)
+    assert calls == [name]
+
+
+def test_offline_and_the_setting_each_switch_downloads_off(hub_cache, monkeypatch):
+    name = "tabicl-classifier-v2-20260212.ckpt"
+    monkeypatch.setattr(_weights.PublishedWeights, "_download", lambda self: pytest.fail("downloaded"))
+    with pytest.raises(_weights.NotCachedError, match=r"HF_HUB_OFFLINE=1\).*`skicml download " + name):
+        _weights.load_weights(name)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert get_config()["allow_download"] is True
+    with config_context(allow_download=False):
+        with pytest.raises(FileNotFoundError, match=r"allow_download=False.*skicml download"):
+            _weights.load_module(name, lambda config: torch.nn.Linear(1, 1))
+    set_config(allow_download=False)
+    try:
+        with pytest.raises(_weights.NotCachedError):
+            _weights.fetch_published(name)
+    finally:
+        set_config(allow_download=True)
+    with pytest.raises(ValueError, match="allow_download='no'"):
+        set_config(allow_download="no")
+
+
+def test_a_url_goes_through_torch_hub_with_its_hash(hub_cache, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    entry = dataclasses.replace(_weights.published_weights("point-mae-pretrain"), sha256="abc123")
+    calls = []
+
+    def fake_download(url, dst, hash_prefix=None, progress=True):
+        calls.append((url, hash_prefix))
+        with open(dst, "wb") as handle:
+            handle.write(b"pth")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
+    path = entry.fetch()
+    assert path.startswith(str(hub_cache.torch_home)) and path.endswith("checkpoints/point-mae-pretrain")
+    assert calls == [("https://github.com/Pang-Yatian/Point-MAE/releases/download/main/pretrain.pth", "abc123")]
+    assert entry.fetch() == path and len(calls) == 1
+
+
+def test_shipped_names_and_paths_win_over_published_ones(tmp_path, monkeypatch, hub_cache):
+    monkeypatch.chdir(tmp_path)
+    name = "tabicl-classifier-v2-20260212.ckpt"
+    torch.save({"config": {"local": True}, "state_dict": {}}, tmp_path / name)
+    payload = _weights.load_weights(name)  # a file of that name here: the local file, no cache needed
+    assert payload["config"] == {"local": True} and "published" not in payload["provenance"]
+    assert "published" not in _weights.load_weights("tabicl-small")["provenance"]
+
+
+def test_open_clip_pairs_resolve_through_open_clip():
+    pytest.importorskip("open_clip")
+    entry = _weights.published_weights("laion2b_s34b_b79k", model_name="ViT-B-32")
+    assert entry.repo_id == "laion/CLIP-ViT-B-32-laion2B-s34B-b79K"
+    assert entry.filenames == ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+    assert _weights.published_weights("ViT-B-32:laion2b_s34b_b79k") == entry
+    assert _weights.published_weights("no-such-tag", model_name="ViT-B-32") is None
+
+
+def test_the_socket_guard_refuses_other_machines_and_allows_loopback():
+    guard = sys.modules["conftest"]
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with socket.create_connection(server.getsockname(), timeout=5):
+            pass
+    with pytest.raises(OSError, match="makes no network connection"):
+        socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1: nothing would answer anyway
+    assert guard._CONNECTIONS == [("192.0.2.1", 443)]
+    guard._CONNECTIONS.clear()  # this test made it on purpose; any other test would now fail
