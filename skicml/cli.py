@@ -1,4 +1,4 @@
-"""The ``skicml`` command line: ``info``, ``tour`` and ``pretrain``.
+"""The ``skicml`` command line: ``info``, ``download``, ``tour`` and ``pretrain``.
 
 Method families plug into it by convention, found on the file tree by
 :mod:`skicml.utils.discovery` when this module is imported:
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.resources
+import os
 import platform
 import sys
 import time
@@ -82,12 +83,16 @@ def cmd_info(args):
     shipped = _weights.available_weights()
     if not shipped:
         print("shipped models: none yet")
+        _print_published()
         return 0
     if not args.verbose:
         print("shipped models:")
         print(_table(("name", "size", "what it is", "benchmark"), [_model_row(e) for e in shipped.values()]))
-        print("\n(skicml info --verbose prints each model's full provenance)")
+        _print_published()
+        print("\n(skicml info --verbose prints each shipped model's full provenance)")
         return 0
+    _print_published()
+    print()
     print("shipped models:")
     for entry in shipped.values():
         if not entry.is_installed():
@@ -99,6 +104,75 @@ def cmd_info(args):
             print(f"      benchmark: {entry.benchmark}")
         for key, value in sorted(provenance.items()):
             print(f"      {key}: {value}")
+    return 0
+
+
+def _print_published():
+    from . import _weights
+
+    published = _weights.published_weights()
+    rows = []
+    for entry in published.values():
+        try:
+            cached = "yes" if entry.is_cached() else "no"
+        except Exception as error:  # noqa: BLE001 - a broken hub install must not hide the table
+            cached = f"? ({type(error).__name__})"
+        rows.append((entry.name, cached, entry.estimators, _shorten(entry.description, 50)))
+    print()
+    print(f"published models (fetched once into the cache; `skicml download NAME` fetches ahead of time; "
+          f"hub cache: {_weights.hub_cache_dir()}):")
+    print(_table(("name", "cached", "estimators", "what it is"), rows))
+    cached_tags = _cached_open_clip_tags()
+    print("  and every open_clip (model_name, pretrained tag) pair of open_clip.list_pretrained(), for "
+          "CLIPEmbedder (`skicml download ViT-B-32:laion2b_s34b_b79k`)"
+          + (f"; cached: {', '.join(cached_tags)}" if cached_tags else ""))
+
+
+def _cached_open_clip_tags():
+    """open_clip pairs whose weights are in the hub cache (looked up without importing open_clip's models)."""
+    from . import _weights
+
+    try:
+        import open_clip
+    except Exception:  # noqa: BLE001 - the clip extra is optional
+        return []
+    cache = _weights.hub_cache_dir()
+    if not os.path.isdir(cache):
+        return []
+    present = set(os.listdir(cache))
+    found = []
+    for model_name, tag in open_clip.list_pretrained():
+        hub = open_clip.get_pretrained_cfg(model_name, tag).get("hf_hub", "")
+        if hub and "models--" + os.path.split(hub)[0].replace("/", "--") in present:
+            entry = _weights.published_weights(tag, model_name=model_name)
+            if entry is not None and entry.is_cached():
+                found.append(f"{model_name}:{tag}")
+    return found
+
+
+def cmd_download(args):
+    from . import _weights
+
+    entries = []
+    for name in args.names:
+        entry = _weights.published_weights(name)
+        if entry is None:
+            known = ", ".join(sorted(_weights.published_weights()))
+            print(f"skicml download: {name!r} is not a published model; the published names are {known}, and "
+                  "open_clip's MODEL:TAG pairs (e.g. ViT-B-32:laion2b_s34b_b79k).", file=sys.stderr)
+            return 2
+        entries.append(entry)
+    for entry in entries:
+        try:
+            path = entry.fetch(download=True)
+        except _weights.NotCachedError:
+            print(f"skicml download: {entry.name} is not cached and HF_HUB_OFFLINE=1 forbids downloading it: run "
+                  "this without HF_HUB_OFFLINE on a machine with internet.", file=sys.stderr)
+            return 1
+        except Exception as error:  # noqa: BLE001 - the hub's or torch's own message says what failed
+            print(f"skicml download: {entry.name}: {error}", file=sys.stderr)
+            return 1
+        print(f"{entry.name}: {path}")
     return 0
 
 
@@ -207,8 +281,17 @@ def build_parser():
         prog="skicml", description="Methods of ICML 2025 papers as scikit-learn estimators."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="versions, device, estimators and shipped models")
+    info = sub.add_parser("info", help="versions, device, estimators, shipped and published models")
     info.add_argument("--verbose", action="store_true", help="print every shipped model's full provenance")
+    download = sub.add_parser(
+        "download", help="fetch published models into the cache, for a machine that will run offline",
+        description="Fetch published models (TabICL's official checkpoints, open_clip's MODEL:TAG pairs, "
+                    "Point-MAE...; `skicml info` lists them) once into the Hugging Face or torch.hub cache, "
+                    "where estimators given their names read them afterwards, also with HF_HUB_OFFLINE=1. "
+                    "The cache follows HF_HOME / HF_HUB_CACHE (TORCH_HOME for a URL).")
+    download.add_argument("names", nargs="+", metavar="NAME",
+                          help="a published name, e.g. tabicl-classifier-v2-20260212.ckpt or "
+                               "ViT-B-32:laion2b_s34b_b79k")
     tour = sub.add_parser("tour", help="fit every available estimator on offline data")
     tour.add_argument("--only", help="run only the methods whose name contains this")
     pretrain = sub.add_parser("pretrain", help="pretrain a shipped model (recipe arguments follow)")
@@ -224,4 +307,4 @@ def main(argv=None):
         return cmd_pretrain(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return {"info": cmd_info, "tour": cmd_tour}[args.command](args)
+    return {"info": cmd_info, "download": cmd_download, "tour": cmd_tour}[args.command](args)

@@ -21,7 +21,8 @@ def test_info_is_a_compact_table_and_verbose_gives_the_provenance(capsys):
     for name in names:
         (row,) = [line for line in compact.splitlines() if line.startswith(name + " ")]
         assert " MB " in row and _weights.available_weights()[name].benchmark[:20] in row
-    assert "recipe:" not in compact and len(compact.splitlines()) < 40
+    # the published models' table adds a header, a rule, a row per name and the open_clip line
+    assert "recipe:" not in compact and len(compact.splitlines()) < 40 + len(_weights.published_weights()) + 5
     assert cli.main(["info", "--verbose"]) == 0
     verbose = capsys.readouterr().out
     assert verbose.count("      recipe: ") == len(names) and verbose.count("skicml pretrain") >= len(names)
@@ -201,3 +202,52 @@ def test_tour_reports_each_rows_own_time_as_it_ends(capfd, monkeypatch, tmp_path
     # The CPU column counts computation, not waiting: the slow row sleeps.
     assert float(slow.split()[-1]) < 0.2
     assert re.search(r"total [\d.]+ s, [\d.]+ CPU seconds \(torch threads: 1\)", out)
+
+
+# ------------------------------------------------------------------ published models
+def test_download_help():
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["download", "--help"])
+    assert exited.value.code == 0
+
+
+def test_info_lists_published_names_and_marks_the_cached_ones(hub_cache, capsys):
+    import torch
+
+    hub_cache.put("tabicl-regressor-v2-20260212.ckpt", lambda path: torch.save({"config": {}, "state_dict": {}}, path))
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "published models" in out and str(hub_cache.hub_cache) in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()
+            if line.startswith(("tabicl-classifier-v", "tabicl-regressor-v", "point-mae"))}
+    assert rows == {"tabicl-classifier-v2-20260212.ckpt": "no", "tabicl-regressor-v2-20260212.ckpt": "yes",
+                    "tabicl-classifier-v1.1-20250506.ckpt": "no", "tabicl-classifier-v1-20250208.ckpt": "no",
+                    "point-mae-pretrain": "no"}
+    assert "open_clip" in out
+
+
+def test_download_fetches_once_into_the_cache(hub_cache, monkeypatch, capsys):
+    from skicml import _weights
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    calls = []
+
+    def fake_hub_download(repo_id, filename, revision=None, cache_dir=None):
+        # what huggingface_hub does, without the network: the file lands in the cache's layout
+        calls.append((repo_id, filename, revision, cache_dir))
+        return str(hub_cache.add(repo_id, filename, lambda path: path.write_bytes(b"weights")))
+
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_hub_download)
+    name = "tabicl-classifier-v1-20250208.ckpt"
+    assert cli.main(["download", name]) == 0
+    assert calls == [("jingang/TabICL", name, None, str(hub_cache.hub_cache))]
+    assert capsys.readouterr().out.startswith(f"{name}: {hub_cache.hub_cache}")
+    assert cli.main(["download", name]) == 0 and len(calls) == 1  # cached now: no second download
+    assert _weights.published_weights(name).is_cached()
+
+
+def test_download_refuses_unknown_names_and_says_when_offline(hub_cache, capsys):
+    assert cli.main(["download", "no-such-model"]) == 2
+    assert "not a published model" in capsys.readouterr().err
+    assert cli.main(["download", "tabicl-classifier-v2-20260212.ckpt"]) == 1
+    assert "HF_HUB_OFFLINE=1 forbids downloading" in capsys.readouterr().err
