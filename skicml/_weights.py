@@ -600,7 +600,7 @@ def check_local(value, param="pretrained", *, download_tag=None, instead=None):
     if instead is None:
         instead = (f"its local path, one of the shipped models ({_shipped_names()}) or a published one "
                    f"({_published_names()})")
-    only = "skicml downloads only its published models, by name (skicml info lists them)"
+    only = "skicml never downloads weights other than its published models, by name (skicml info lists them)"
     if key.startswith(_HUB_PREFIXES):
         raise _NeverDownloadsError(
             f"{param}={key!r} is a Hugging Face hub name; {only}. Download the repository yourself and pass "
@@ -714,9 +714,9 @@ def _payload(name_or_path):
                                              path=path))
     check_local(key)
     raise FileNotFoundError(
-        f"No shipped or published model named {key!r} and no file at that path: pass the path of a "
-        f"checkpoint on this machine, one of the shipped models ({_shipped_names()}) or a published one "
-        f"({_published_names()}); skicml info lists both."
+        f"No shipped or published model named {key!r} and no file at that path, and skicml never downloads "
+        f"weights other than its published models: pass the path of a checkpoint on this machine, one of the "
+        f"shipped models ({_shipped_names()}) or a published one ({_published_names()}); skicml info lists both."
     )
 
 

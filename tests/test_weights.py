@@ -197,7 +197,7 @@ def test_build_errors_reach_the_caller(tmp_path):
                                   "https://example.com/model.pt", "s3://bucket/model.pt"])
 def test_hub_names_and_urls_are_refused(name):
     for load in (_weights.load_weights, lambda n: _weights.load_module(n, _linear)):
-        with pytest.raises(FileNotFoundError, match="skicml downloads only its published models") as caught:
+        with pytest.raises(FileNotFoundError, match="skicml never downloads weights other than its published models") as caught:
             load(name)
         assert isinstance(caught.value, ValueError)
         assert repr(name) in str(caught.value) and "pass its local path" in str(caught.value)
