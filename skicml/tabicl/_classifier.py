@@ -34,6 +34,8 @@ _PRECISIONS = {"float32": torch.float32, "float64": torch.float64, "bfloat16": t
 
 #: The paper's softmax temperature, also the starting point of ``"auto"``.
 OFFICIAL_TEMPERATURE = 0.9
+#: ``pca_components="auto"`` with skicml's own (shipped, local or random) networks.
+SHIPPED_PCA_COMPONENTS = 16
 # Training rows held out (over a few folds) to fit the "auto" temperature,
 # and the most rows always kept in the calibration contexts besides them.
 _CALIBRATION_ROWS = 512
@@ -59,6 +61,11 @@ def load_tabicl_model(model_path=None):
 
     model, _, provenance = load_module(key, build)
     return model, provenance
+
+
+def is_official_checkpoint(provenance):
+    """Whether a loaded network is one of the published official TabICL checkpoints."""
+    return bool(provenance.get("published"))
 
 
 def _random_tabicl_model(seed):
@@ -227,7 +234,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     new rows in one forward pass, with no gradient step. By default the model
     shipped with skicml is used (``skicml info`` shows its provenance); pass
     ``pretrained`` (or its alias ``model_path``) to use a checkpoint on disk,
-    such as an official TabICL v1/v1.1 file.
+    or the name of a published official checkpoint such as
+    ``"tabicl-classifier-v2-20260212.ckpt"`` (fetched once into the Hugging
+    Face cache; see :doc:`published_models`).
 
     Parameters
     ----------
@@ -258,7 +267,9 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         rows); it costs a few extra in-context passes at ``fit``. This calibration is skicml's
         addition (the paper uses 0.9, which reproduces its inference
         exactly): a small pretrained model is underconfident on clean real
-        tables and overconfident on noisy ones.
+        tables and overconfident on noisy ones. With a published official
+        checkpoint (``pretrained="tabicl-classifier-v2-20260212.ckpt"``...)
+        ``"auto"`` is the official 0.9, as in ``tabicl``.
     average_logits : bool, default=True
         Average members' logits (else their probabilities).
     use_hierarchical : bool, default=True
@@ -272,8 +283,12 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     max_context : int or None, default=None
         Keep at most this many training rows (stratified subsample drawn
         with ``random_state``) as the in-context table.
-    pca_components : int or None, default=16
-        Every other group of members sees, instead of the raw columns, the
+    pca_components : int, None or "auto", default="auto"
+        ``"auto"`` is 16 with skicml's shipped models (and files and random
+        weights), and None (the paper's ensemble, as in ``tabicl``) with a
+        published official checkpoint, which was trained at scale and is
+        not helped by the second view. With an integer, every other group
+        of members sees, instead of the raw columns, the
         table's leading ``pca_components`` principal components (categorical
         columns one-hot encoded, numeric ones standardised; all components
         when there are fewer columns). This second view is skicml's addition:
@@ -297,13 +312,24 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         so ``predict_proba`` only encodes the test rows. ``"auto"`` caches
         when that takes under 2 GB.
     pretrained : str, path-like or None, default="tabicl-small"
-        A shipped model name (``skicml info`` lists them) or the path of a
-        checkpoint on this machine: a file in skicml's format or an official
+        A shipped model name (``skicml info`` lists them), the path of a
+        checkpoint on this machine (a file in skicml's format or an official
         TabICL checkpoint, v1 (0.1.x) or v2 (2.x); the file's config says
-        which network to build. ``None`` builds the paper's architecture with
+        which network to build), or the name of a published official
+        checkpoint, as ``tabicl`` names them:
+        ``"tabicl-classifier-v2-20260212.ckpt"``,
+        ``"tabicl-classifier-v1.1-20250506.ckpt"``,
+        ``"tabicl-classifier-v1-20250208.ckpt"``. A published checkpoint is
+        read from the Hugging Face cache, downloaded once into it when it is
+        missing (never with ``HF_HUB_OFFLINE=1`` or
+        ``skicml.set_config(allow_download=False)``; ``skicml download NAME``
+        fetches it ahead of time; see :doc:`published_models`), and the
+        defaults tuned for the small shipped models (``softmax_temperature``
+        and ``pca_components`` at ``"auto"``) give way to the official ones,
+        so that predictions equal ``tabicl``'s for the same ``random_state``
+        and ``n_estimators``. ``None`` builds the paper's architecture with
         random weights seeded from ``random_state`` (for tests and as a
-        baseline; it predicts at about chance). Nothing is ever downloaded:
-        hub names and URLs raise.
+        baseline; it predicts at about chance). Hub names and URLs raise.
     model_path : str, path-like or None, default=None
         The official estimator's name for ``pretrained``; when given, it is
         the model used. Passing both with different values raises a
@@ -338,6 +364,11 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         Preprocessed training data and the members' configurations.
     n_estimators_ : int
         Members actually used (fewer when the data allows fewer distinct ones).
+    official_checkpoint_ : bool
+        Whether the network is a published official checkpoint, whose
+        official defaults replace the ``"auto"`` ones.
+    pca_components_ : int or None
+        The principal components of the second view (None: no second view).
     softmax_temperature_ : float
         The temperature applied to the averaged logits: ``softmax_temperature``
         itself, or with ``"auto"`` 0.9 divided by the fitted sharpening factor
@@ -363,14 +394,14 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         "average_logits": ["boolean"],
         "use_hierarchical": ["boolean"],
         "max_context": [Interval(Integral, 1, None, closed="left"), None],
-        "pca_components": [Interval(Integral, 1, None, closed="left"), None],
+        "pca_components": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
         "inference_precision": [StrOptions(set(_PRECISIONS))],
         "cache": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(self, n_estimators=32, norm_methods=None, feat_shuffle_method="latin", class_shift=True,
                  outlier_threshold=4.0, softmax_temperature="auto", average_logits=True, use_hierarchical=True,
-                 batch_size=8, max_context=None, pca_components=16, inference_precision="float32", cache="auto",
+                 batch_size=8, max_context=None, pca_components="auto", inference_precision="float32", cache="auto",
                  pretrained=DEFAULT_MODEL, model_path=None, device="auto", random_state=None, n_jobs=None,
                  verbose="auto"):
         self.n_estimators = n_estimators
@@ -442,6 +473,10 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         n_classes = len(self.classes_)
         self.model_, self.model_provenance_ = self._load()
         self.model_ = self.model_.to(_PRECISIONS[self.inference_precision])
+        # An official checkpoint brings the official defaults where ours were tuned for the shipped models.
+        self.official_checkpoint_ = is_official_checkpoint(self.model_provenance_)
+        self.pca_components_ = (self.pca_components if self.pca_components != "auto"
+                                else None if self.official_checkpoint_ else SHIPPED_PCA_COMPONENTS)
         if self.model_.max_classes == 0:
             raise ValueError(
                 f"pretrained={self._weights_source()!r} is a regression network (max_classes=0); "
@@ -459,7 +494,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
                 n_estimators=self.n_estimators, norm_methods=self.norm_methods,
                 feat_shuffle_method=self.feat_shuffle_method, class_shift=self.class_shift,
                 outlier_threshold=self.outlier_threshold, random_state=seed,
-                pca_components=self.pca_components, categorical_features=_categorical_columns(self.encoder_),
+                pca_components=self.pca_components_, categorical_features=_categorical_columns(self.encoder_),
                 # a v2 network's class shifts are drawn as tabicl 2.x draws them
                 member_draw="v2" if isinstance(self.model_, TabICLv2Model) else "v1",
             ).fit(X_num, y_encoded)
@@ -470,7 +505,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
             self.softmax_temperature_ = self._model_temperature()
             if not self._fallback_:
                 self._encode_context()
-                if self.softmax_temperature == "auto":
+                if self.softmax_temperature == "auto" and not self.official_checkpoint_:
                     folds = _calibration_folds(X_num, y_encoded, seed)
                     self.softmax_temperature_ = self._model_temperature() / self._fit_sharpening(folds, y_encoded)
         return self
@@ -619,8 +654,10 @@ class TabICLEmbedder(TransformerMixin, _TabICLBase):
     batch_size : int or None, default=8
         Accepted for symmetry with :class:`TabICLClassifier`; no effect yet.
     pretrained : str, path-like or None, default="tabicl-small"
-        A shipped model name or the path of a checkpoint on this machine, as
-        in :class:`TabICLClassifier`; ``None`` gives random weights.
+        A shipped model name, the path of a checkpoint on this machine or a
+        published v1 checkpoint's name (``"tabicl-classifier-v1-20250208.ckpt"``,
+        ``"tabicl-classifier-v1.1-20250506.ckpt"``), as in
+        :class:`TabICLClassifier`; ``None`` gives random weights.
     model_path : str, path-like or None, default=None
         Alias of ``pretrained``, as in :class:`TabICLClassifier`.
     device : str, default="auto"

@@ -85,11 +85,18 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         rows. ``"auto"`` caches when that takes under 2 GB; without it every
         ``predict`` runs the training rows again.
     pretrained : str, path-like or None, default="tabicl-regressor-small"
-        A shipped model name (``skicml info`` lists them) or the path of a
+        A shipped model name (``skicml info`` lists them), the path of a
         regression checkpoint on this machine (skicml's format or an official
-        TabICL v2 regressor file). ``None`` builds a small v2 regression
-        network with random weights seeded from ``random_state`` (for tests;
-        it predicts about the training mean). Nothing is ever downloaded.
+        TabICL v2 regressor file), or ``"tabicl-regressor-v2-20260212.ckpt"``,
+        the published official regressor, as ``tabicl`` names it: read from
+        the Hugging Face cache, downloaded once into it when missing (never
+        with ``HF_HUB_OFFLINE=1`` or ``skicml.set_config(allow_download=False)``;
+        ``skicml download NAME`` fetches it ahead of time; see
+        :doc:`published_models`). The defaults are the official estimator's,
+        so predictions equal ``tabicl``'s for the same ``random_state``.
+        ``None`` builds a small v2 regression network with random weights
+        seeded from ``random_state`` (for tests; it predicts about the
+        training mean). Hub names and URLs raise.
     model_path : str, path-like or None, default=None
         The official estimator's name for ``pretrained``; passing both with
         different values raises a ``ValueError``.

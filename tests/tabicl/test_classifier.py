@@ -307,7 +307,8 @@ def test_bad_outlier_threshold_is_a_clear_error(bad):
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "all"])
 def test_bad_pca_components_is_a_clear_error(bad):
     X, y = load_iris(return_X_y=True)
-    message = r"'pca_components' parameter of TabICLClassifier must be an int in the range \[1, inf\) or None"
+    message = (r"'pca_components' parameter of TabICLClassifier must be a str among \{'auto'\}, an int in the "
+               r"range \[1, inf\) or None")
     with pytest.raises(ValueError, match=message):
         _clf(pca_components=bad).fit(X, y)
 
