@@ -74,7 +74,7 @@ from ..ops import row_logsumexp, subblock_attention_probs
 from ._model import TinyVLM
 from ._text import WordTokenizer, encode_captions
 
-__all__ = ["CallableAdapter", "HFLlavaAdapter", "as_backbone", "check_backbone", "check_tunable"]
+__all__ = ["CallableAdapter", "HFLlavaAdapter", "as_backbone", "check_backbone", "check_tunable", "hf_adapter"]
 
 PROTOCOL = ("layers", "mlp_of", "final_norm", "lm_head", "hidden_size", "eos_token_id", "build_inputs",
             "prefill", "step", "reorder", "decode")
@@ -265,13 +265,16 @@ def check_tunable(backbone, who="LavenderTuner"):
     return backbone
 
 
-def as_backbone(backbone):
+def as_backbone(backbone, processor=None):
     """A protocol object for ``backbone``.
 
-    A :class:`TinyVLM`, a shipped model's name, a Hugging Face ``(model,
-    processor)`` pair (wrapped in :class:`HFLlavaAdapter`), or a protocol
-    object.
+    A :class:`TinyVLM`, a shipped model's name, a Hugging Face model with
+    its processor (``as_backbone(model, processor)`` or the pair ``(model,
+    processor)``, wrapped in the adapter of the model's family, chosen from
+    ``model.config``: see :func:`hf_adapter`), or a protocol object.
     """
+    if processor is not None:
+        backbone = (backbone, processor)
     if isinstance(backbone, str):
         from ._pretrained import load_tiny_vlm
 
@@ -279,11 +282,39 @@ def as_backbone(backbone):
     if isinstance(backbone, TinyVLM):
         return _TinyVLMBackbone(backbone)
     if isinstance(backbone, (tuple, list)) and len(backbone) == 2 and isinstance(backbone[0], nn.Module):
-        return HFLlavaAdapter(*backbone)
+        return hf_adapter(*backbone)
     if isinstance(backbone, nn.Module) and hasattr(backbone, "config") and not hasattr(backbone, "prefill"):
         raise TypeError(f"a Hugging Face {type(backbone).__name__} needs its processor: pass "
-                        "HFLlavaAdapter(model, processor) or the pair (model, processor).")
+                        "as_backbone(model, processor) or the pair (model, processor).")
     return check_backbone(backbone)
+
+
+#: The adapter of each Hugging Face family, by ``config.model_type``: (module, class) under skicml.vlm.
+HF_FAMILIES = {
+    "llava": (None, "HFLlavaAdapter"),
+    "llava_next": ("._hf_llava_next", "HFLlavaNextAdapter"),
+    "llava_onevision": ("._hf_llava_next", "HFLlavaNextAdapter"),
+    "qwen2_vl": ("._hf_qwen2_vl", "HFQwen2VLAdapter"),
+    "qwen2_5_vl": ("._hf_qwen2_vl", "HFQwen2VLAdapter"),
+    "mllama": ("._hf_mllama", "HFMllamaAdapter"),
+    "idefics3": ("._hf_idefics3", "HFIdefics3Adapter"),
+    "smolvlm": ("._hf_idefics3", "HFIdefics3Adapter"),
+}
+
+
+def hf_adapter(model, processor, **kwargs):
+    """The adapter of a Hugging Face VLM's family (:data:`HF_FAMILIES`), chosen from ``model.config.model_type``.
+
+    A model type outside the table goes to :class:`HFLlavaAdapter`, which
+    refuses architectures it would run on wrong positions or attention
+    (3-D multimodal rotary positions, cross-attention to the image).
+    """
+    import importlib
+
+    family = getattr(getattr(model, "config", None), "model_type", None)
+    module, name = HF_FAMILIES.get(family, (None, "HFLlavaAdapter"))
+    cls = HFLlavaAdapter if module is None else getattr(importlib.import_module(module, __package__), name)
+    return cls(model, processor, **kwargs)
 
 
 class CallableAdapter:
@@ -418,6 +449,7 @@ class HFLlavaAdapter:
         self.tokenizer.padding_side = "left"
         self.image_token = image_token or getattr(processor, "image_token", None) or "<image>"
         self._check_image_token(model, processor, image_token)
+        self._check_family(model)
         self.core = self._core_model(model)
         language = self._language_model(model)
         self.language_model = language
@@ -447,6 +479,36 @@ class HFLlavaAdapter:
         if isinstance(given, int) and isinstance(expected, int) and given != expected:
             raise ValueError(f"the processor's image token {processor.image_token!r} has id {given}, but the "
                              f"model's config.image_token_id is {expected}: they must be the same token.")
+
+    #: The ``config.model_type`` values this class runs (None: any the checks below let through).
+    families = None
+
+    @property
+    def family(self):
+        """The model's ``config.model_type`` (``"llava"``, ``"qwen2_vl"``, ...)."""
+        return str(getattr(self.model.config, "model_type", type(self.model).__name__))
+
+    def _check_family(self, model):
+        """Refuse an architecture this adapter would run silently wrong, naming what it lacks."""
+        config = getattr(model, "config", None)
+        family = getattr(config, "model_type", type(model).__name__)
+        if self.families is not None:
+            if family not in self.families:
+                raise ValueError(f"{type(self).__name__} runs the {sorted(self.families)} families; "
+                                 f"{type(model).__name__} is {family!r}: use as_backbone(model, processor).")
+            return
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        rope = getattr(text, "rope_scaling", None) or {}
+        if family in HF_FAMILIES and HF_FAMILIES[family][0] is not None:
+            raise ValueError(f"{type(model).__name__} ({family!r}) has its own adapter, "
+                             f"{HF_FAMILIES[family][1]}: pass as_backbone(model, processor).")
+        if rope.get("type", rope.get("rope_type")) == "mrope" or "mrope_section" in rope:
+            raise ValueError(f"{type(model).__name__} ({family!r}) uses 3-D multimodal rotary positions (M-RoPE), "
+                             "which HFLlavaAdapter's 1-D positions would get silently wrong; no adapter knows this "
+                             "family.")
+        if getattr(text, "cross_attention_layers", None):
+            raise ValueError(f"{type(model).__name__} ({family!r}) reads the image through cross-attention layers, "
+                             "which HFLlavaAdapter does not drive; no adapter knows this family.")
 
     @staticmethod
     def _core_model(model):
@@ -483,33 +545,66 @@ class HFLlavaAdapter:
             moved[key] = value.to(dtype) if value.is_floating_point() else value
         return moved
 
+    #: The placeholder the negative context cuts out (a family may cut more than the image token).
+    @property
+    def _placeholder(self):
+        return self.image_token
+
+    def _check_prompt(self, prompt):
+        if self._placeholder not in prompt:
+            raise ValueError(f"the prompt {prompt!r} has no image placeholder {self._placeholder!r}; "
+                             "VISTA's negative context is the prompt with it cut out.")
+
+    def _processor_images(self, pictures):
+        """The processor's ``images=`` argument for one image a sample (a flat list; some families nest it)."""
+        return pictures
+
+    def _negative_batch(self, texts):
+        return self.tokenizer(texts, padding=True, return_tensors="pt")
+
     def build_inputs(self, images, prompts, with_image=True):
         prompts = _prompt_list(prompts, len(images))
         for prompt in prompts:
-            if self.image_token not in prompt:
-                raise ValueError(f"the prompt {prompt!r} has no image placeholder {self.image_token!r}; "
-                                 "VISTA's negative context is the prompt with it cut out.")
+            self._check_prompt(prompt)
         if with_image:
             from ..utils.images import pil_from_array
 
             pictures = [pil_from_array(np.asarray(image)) for image in images]
-            batch = self.processor(images=pictures, text=prompts, padding=True, return_tensors="pt")
+            batch = self.processor(images=self._processor_images(pictures), text=prompts, padding=True,
+                                   return_tensors="pt")
         else:
-            texts = [_without_placeholder(p, self.image_token) for p in prompts]
-            batch = self.tokenizer(texts, padding=True, return_tensors="pt")
+            texts = [_without_placeholder(p, self._placeholder) for p in prompts]
+            batch = self._negative_batch(texts)
         return self._to_model(batch)
+
+    def _positions(self, inputs, state):
+        """Position ids of ``inputs`` and each row's next position; ``state`` is None at the prefill."""
+        # Left padding: a row's positions count its real tokens only (padding is masked anyway).
+        positions = (inputs["attention_mask"].long().cumsum(-1) - 1).clamp(min=0)
+        if state is not None:
+            positions = state["next_position"][:, None] + positions
+        return positions, positions[:, -1] + 1
+
+    def _step_inputs(self, state):
+        """What a decoding step passes beside its token (a family's per-row masks)."""
+        return {}
+
+    def _carried(self, inputs):
+        """What the prefill keeps in the decoding state for the steps (tensors of batch-first rows)."""
+        return {}
 
     def _run(self, inputs, state):
         mask = inputs["attention_mask"]
-        # Left padding: a row's positions count its real tokens only (padding is masked anyway).
-        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        positions, next_position = self._positions(inputs, state)
         if state is not None:
-            positions = state["next_position"][:, None] + positions
             mask = torch.cat([state["attention_mask"], mask], dim=1)
+            inputs = {**inputs, **self._step_inputs(state)}
         out = self.core(**{**inputs, "attention_mask": mask}, position_ids=positions,
                         past_key_values=None if state is None else state["cache"], use_cache=True,
                         return_dict=True)
-        state = {"cache": out.past_key_values, "attention_mask": mask, "next_position": positions[:, -1] + 1}
+        carried = self._carried(inputs) if state is None else {k: state[k] for k in state
+                                                              if k not in ("cache", "attention_mask", "next_position")}
+        state = {"cache": out.past_key_values, "attention_mask": mask, "next_position": next_position, **carried}
         return out.last_hidden_state[:, -1], state
 
     def prefill(self, inputs):
@@ -522,8 +617,8 @@ class HFLlavaAdapter:
 
     def reorder(self, state, index):
         index = torch.as_tensor(index, dtype=torch.long, device=state["attention_mask"].device)
-        return {"cache": _reorder_cache(state["cache"], index), "attention_mask": state["attention_mask"][index],
-                "next_position": state["next_position"][index]}
+        # Every tensor of the state is batch-first (``next_position`` too: Qwen keeps one position a row).
+        return {key: _reorder_cache(value, index) if key == "cache" else value[index] for key, value in state.items()}
 
     def decode(self, token_ids):
         ids = [int(i) for i in token_ids]
@@ -595,12 +690,10 @@ class HFLlavaAdapter:
 
         prompts = _prompt_list(prompts, len(images))
         self._check_prompts(prompts)
+        for prompt in prompts:
+            self._check_prompt(prompt)
         images = [np.asarray(image) for image in images]
-        odd = [i for i, image in enumerate(images) if image.shape[0] != image.shape[1]]
-        if odd:
-            raise ValueError(f"image {odd[0]} is {images[odd[0]].shape[0]} x {images[odd[0]].shape[1]} pixels: the "
-                             "processor centre-crops images that are not square, so the image tokens would cover "
-                             "less than the teacher's maps. Pad or crop the images to squares first.")
+        self._check_caption_images(images)
         captions = [str(c).strip() for c in captions]
         if any(self.image_token in c for c in captions):
             raise ValueError(f"a caption holds the image placeholder {self.image_token!r}; only the prompt may.")
@@ -608,19 +701,16 @@ class HFLlavaAdapter:
             raise ValueError(f"{type(self.tokenizer).__name__} is a slow tokenizer without token offsets; "
                              "LavenderTuner locates caption words by offsets: load the processor with use_fast=True.")
         texts = [p + ("" if p[-1:].isspace() else " ") + c for p, c in zip(prompts, captions)]
-        batch = self.processor(images=[pil_from_array(image) for image in images], text=texts,
-                               return_offsets_mapping=True)
-        image_token, n_image = self.image_token_id, self._n_image_tokens
+        batch = self.processor(images=self._processor_images([pil_from_array(image) for image in images]),
+                               text=texts, return_offsets_mapping=True)
+        image_token = self.image_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_id
         rows, targets, words = [], [], []
         for i, (text, caption) in enumerate(zip(texts, captions)):
             ids, offsets = list(batch["input_ids"][i]), [tuple(o) for o in batch["offset_mapping"][i]]
             found = ids.count(image_token)
-            if found != n_image:
-                raise ValueError(f"row {i} holds {found} image tokens where the model reads {n_image} "
-                                 f"({self.image_grid[0]} x {self.image_grid[1]} patches): the processor and the "
-                                 "model's vision config disagree.")
-            end = len(text) + (found - 1) * len(self.image_token)
+            self._check_image_count(i, found)
+            end = self._expanded_end(text, found, offsets)
             if max(e for _, e in offsets) != end:
                 raise ValueError("the tokenizer's offsets do not end where the caption ends; LavenderTuner needs a "
                                  "fast tokenizer whose offsets index the text it was given.")
@@ -650,10 +740,72 @@ class HFLlavaAdapter:
             inputs["input_ids"][i, :len(ids)] = torch.as_tensor(ids)
             inputs["attention_mask"][i, :len(ids)] = 1
             inputs["target"][i, :len(ids)] = torch.as_tensor(target)
-        pixels = batch["pixel_values"]
-        inputs["pixel_values"] = (torch.stack([torch.as_tensor(np.asarray(p)) for p in pixels])
-                                  if isinstance(pixels, (list, tuple)) else torch.as_tensor(pixels))
+        inputs.update(self._caption_images(batch))
         return inputs, words
+
+    def _check_caption_images(self, images):
+        odd = [i for i, image in enumerate(images) if image.shape[0] != image.shape[1]]
+        if odd:
+            raise ValueError(f"image {odd[0]} is {images[odd[0]].shape[0]} x {images[odd[0]].shape[1]} pixels: the "
+                             "processor centre-crops images that are not square, so the image tokens would cover "
+                             "less than the teacher's maps. Pad or crop the images to squares first.")
+
+    def _check_image_count(self, row, found):
+        n_image = self._n_image_tokens
+        if found != n_image:
+            raise ValueError(f"row {row} holds {found} image tokens where the model reads {n_image} "
+                             f"({self.image_grid[0]} x {self.image_grid[1]} patches): the processor and the "
+                             "model's vision config disagree.")
+
+    def _expanded_end(self, text, found, offsets):
+        """Where the caption ends in the string the processor tokenised (it expands the placeholder there)."""
+        return len(text) + (found - 1) * len(self.image_token)
+
+    @staticmethod
+    def _stacked(values):
+        return (torch.stack([torch.as_tensor(np.asarray(v)) for v in values]) if isinstance(values, (list, tuple))
+                else torch.as_tensor(np.asarray(values)))
+
+    def _caption_images(self, batch):
+        """The image tensors of a caption batch, batch-first (the tuner cuts them by rows)."""
+        return {"pixel_values": self._stacked(batch["pixel_values"])}
+
+    def _teacher_inputs(self, inputs):
+        """The model's keyword arguments for a teacher-forced forward of ``inputs`` (no cache)."""
+        mask = inputs["attention_mask"]
+        return {"input_ids": inputs["input_ids"], "pixel_values": inputs["pixel_values"].to(self.lm_head.weight.dtype),
+                "attention_mask": mask, "position_ids": (mask.long().cumsum(-1) - 1).clamp(min=0)}
+
+    def _image_keys(self, inputs):
+        """Each row's sequence positions of the image grid's tokens in raster order, (B, rows * columns)."""
+        ids = inputs["input_ids"]
+        n_image_tokens = self._n_image_tokens
+        image = ids == self.image_token_id
+        if not bool((image.sum(1) == n_image_tokens).all()):
+            raise ValueError(f"every row must hold {n_image_tokens} image tokens; got {image.sum(1).tolist()}.")
+        n_patches = self.image_grid[0] * self.image_grid[1]
+        return image.nonzero()[:, 1].reshape(len(ids), n_image_tokens)[:, n_image_tokens - n_patches:]
+
+    def _attention_module(self, index):
+        attention = self.layers[int(index)].self_attn
+        _check_attention_module(attention, self._config.get_text_config(), self._rotation(attention))
+        return attention
+
+    def _rotation(self, attention):
+        """``rotate(q, k, cos, sin) -> (q, k)`` as ``attention`` rotates its queries and keys, or None."""
+        return getattr(sys.modules[type(attention).__module__], "apply_rotary_pos_emb", None)
+
+    def _attention_captures(self, inputs, attention_layers, attention_rows):
+        """One capture a chosen layer, each attached to its module: (captures, hook handles)."""
+        text_config = self._config.get_text_config()
+        plan = _ImageAttentionPlan(inputs["input_ids"], inputs["attention_mask"], attention_rows,
+                                   self._image_keys(inputs), getattr(text_config, "sliding_window", None))
+        captures, handles = [], []
+        for index in attention_layers:
+            attention = self._attention_module(index)
+            captures.append(_ImageAttentionCapture(plan, self._rotation(attention)))
+            handles += captures[-1].attach(attention)
+        return captures, handles
 
     def word_token_ids(self, word):
         found = set()
@@ -677,22 +829,11 @@ class HFLlavaAdapter:
         and never the ``(T, T)`` matrix that eager attention keeps for the
         backward pass in every layer.
         """
-        ids, mask = inputs["input_ids"], inputs["attention_mask"]
-        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         handles, captures = [], []
-        if attention_layers is not None:
-            text_config = self._config.get_text_config()
-            plan = _ImageAttentionPlan(ids, mask, attention_rows, self.image_token_id, self._n_image_tokens,
-                                       self.image_grid, getattr(text_config, "sliding_window", None))
-            for index in attention_layers:
-                attention = self.layers[int(index)].self_attn
-                _check_attention_module(attention, text_config)
-                captures.append(_ImageAttentionCapture(plan))
-                handles += captures[-1].attach(attention)
         try:
-            pixels = inputs["pixel_values"].to(self.lm_head.weight.dtype)
-            out = self.model(input_ids=ids, pixel_values=pixels, attention_mask=mask, position_ids=positions,
-                             use_cache=False, return_dict=True)
+            if attention_layers is not None:
+                captures, handles = self._attention_captures(inputs, attention_layers, attention_rows)
+            out = self.model(**self._teacher_inputs(inputs), use_cache=False, return_dict=True)
         finally:
             for handle in handles:
                 handle.remove()
@@ -701,7 +842,7 @@ class HFLlavaAdapter:
         return out.logits, torch.stack([capture.probabilities for capture in captures], dim=1)
 
 
-def _check_attention_module(attention, text_config):
+def _check_attention_module(attention, text_config, rotate):
     """Refuse attention modules whose probabilities are not ``softmax(scaling q k^T)`` of their projections."""
     missing = [name for name in ("q_proj", "k_proj", "head_dim", "scaling") if not hasattr(attention, name)]
     if missing:
@@ -710,7 +851,7 @@ def _check_attention_module(attention, text_config):
     if getattr(text_config, "attn_logit_softcapping", None) is not None:
         raise TypeError(f"{type(attention).__name__} soft-caps its attention scores, which the log-sum-exp route "
                         "does not reproduce.")
-    if getattr(sys.modules[type(attention).__module__], "apply_rotary_pos_emb", None) is None:
+    if rotate is None:
         raise TypeError(f"found no apply_rotary_pos_emb beside {type(attention).__name__}: cannot rotate the "
                         "recomputed queries and keys as the model does.")
 
@@ -726,7 +867,7 @@ class _ImageAttentionPlan:
     left out).
     """
 
-    def __init__(self, ids, mask, rows, image_token_id, n_image_tokens, grid, sliding_window):
+    def __init__(self, ids, mask, rows, image_keys, sliding_window):
         batch, width = ids.shape
         self.rows = rows
         counts = torch.bincount(rows[:, 0], minlength=batch)
@@ -741,18 +882,15 @@ class _ImageAttentionPlan:
         if sliding_window is not None:
             allowed &= keys > self.queries[..., None] - int(sliding_window)
         self.allowed = allowed[:, None]  # (B, 1, n_max, T)
-        image = ids == image_token_id
-        if not bool((image.sum(1) == n_image_tokens).all()):
-            raise ValueError(f"every row must hold {n_image_tokens} image tokens; got {image.sum(1).tolist()}.")
-        n_patches = grid[0] * grid[1]
-        self.image_keys = image.nonzero()[:, 1].reshape(batch, n_image_tokens)[:, n_image_tokens - n_patches:]
+        self.image_keys = image_keys
 
 
 class _ImageAttentionCapture:
     """One layer's attention of the plan's queries to the image tokens, (N, heads, n_patches), by hooks."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, rotate):
         self.plan = plan
+        self.rotate = rotate
         self.projected = {}
         self.probabilities = None
 
@@ -775,8 +913,7 @@ class _ImageAttentionCapture:
         self.projected.clear()
         if hasattr(module, "q_norm"):  # Qwen3-style per-head norms before the rotation
             q, k = module.q_norm(q), module.k_norm(k)
-        rotate = sys.modules[type(module).__module__].apply_rotary_pos_emb
-        q, k = rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        q, k = self.rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # grouped-query attention: head h reads h // groups
         # Float32 for the normaliser and the exponent: a bfloat16 log-sum-exp is off by about 1%.
         q, k = q.float(), k.float()

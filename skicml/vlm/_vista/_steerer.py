@@ -227,7 +227,8 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
         bound: empty, or running on to ``max_new_tokens`` in a loop of
         repeated words. ``predict`` warns when over a fifth of them do.
     vsv_layers : sequence of int or None, default=None
-        Layers steered; None is all.
+        Layers steered; None is all (at the ``"mlp_output"`` site, all a
+        backbone's ``mlp_steering_layers``: Mllama's self-attention layers).
     vsv_site : {"mlp_output", "residual"}, default="mlp_output"
     vsv_adaptive : bool, default=True
         The official code's gain ``1 + max(0, cos(x, -v))``.
@@ -372,6 +373,9 @@ class VISTASteerer(_SteeringInputMixin, TorchEstimatorMixin, TransformerMixin, B
         self._check_image_shape()
         self._resolve_backbone()
         self.vsv_layers_ = self._resolve_layers(self.vsv_layers, "vsv_layers")
+        if self.vsv_layers is None and self.vsv_site == "mlp_output":
+            # A backbone whose layers are not all steerable at their MLP (Mllama's gated cross-attention layers).
+            self.vsv_layers_ = list(getattr(self.backbone_, "mlp_steering_layers", self.vsv_layers_))
         self.sla_layers_ = self._resolve_sla_layers()
         for stale in ("n_features_in_", "feature_names_in_"):
             if hasattr(self, stale):

@@ -63,13 +63,31 @@ def capture_last_states(backbone, layers):
         yield states
 
 
+def _states_of(states, layers):
+    """``states`` at ``layers``; a layer that did not run passes its input on: the last earlier one that did.
+
+    A cross-attention layer (Mllama) is skipped by a forward without an
+    image, so VISTA's negative context leaves it no state of its own; its
+    output there is the residual stream it received.
+    """
+    out = []
+    for i in layers:
+        ran = [j for j in states if j <= i]
+        if not ran:
+            raise ValueError(f"no decoder layer up to {i} ran in the forward: cannot read its residual stream.")
+        out.append(states[max(ran)].float())
+    return torch.stack(out, dim=1)
+
+
 def steering_vectors(backbone, images, prompts, layers):
     """Visual steering vectors (B, len(layers), d) in float32: with image minus without, last token."""
-    with capture_last_states(backbone, layers) as states:
+    every = list(range(max(layers) + 1))
+    with capture_last_states(backbone, every) as states:
         backbone.prefill(backbone.build_inputs(images, prompts, with_image=True))
-        positive = torch.stack([states[i].float() for i in layers], dim=1)
+        positive = _states_of(states, layers)
+        states.clear()
         backbone.prefill(backbone.build_inputs(images, prompts, with_image=False))
-        negative = torch.stack([states[i].float() for i in layers], dim=1)
+        negative = _states_of(states, layers)
     return positive - negative
 
 
