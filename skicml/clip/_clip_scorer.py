@@ -51,8 +51,9 @@ class WhitenedCLIPScorer(WhitenedLikelihoodOutlierDetector):
     embedder : CLIPEmbedder or None, default=None
         The encoder of raw inputs (cloned in ``fit``). None uses
         ``CLIPEmbedder()``, the tiny CLIP shipped with skicml, and only when
-        raw inputs are given. Pass ``CLIPEmbedder(model_name=...,
-        pretrained=<file>, memory=...)`` for a real CLIP and cached
+        raw inputs are given. Pass ``CLIPEmbedder(model_name="ViT-L-14-quickgelu",
+        pretrained="openai", memory=...)`` (an open_clip tag, fetched once
+        into the cache, or a checkpoint file) for a real CLIP and cached
         embeddings, and ``CLIPEmbedder(verbose=1)`` to see the encoding's
         progress.
     modality : {"image", "text"} or None, default=None

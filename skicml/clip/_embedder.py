@@ -1,8 +1,11 @@
 """``CLIPEmbedder``: images or captions to CLIP embeddings, through open_clip.
 
 open_clip is imported only when a model is loaded (the ``clip`` extra).
-Weights are never downloaded: ``pretrained`` is a shipped model name or a
-file on this machine, and open_clip is only ever handed local files.
+``pretrained`` is a shipped model name, a file on this machine, or one of
+open_clip's pretrained tags for ``model_name``: a tag is resolved through
+open_clip's own table by :mod:`skicml._weights` (read from the Hugging Face
+cache, or downloaded once into it), and open_clip is only ever handed the
+local file.
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ def _open_clip_tag(model_name, pretrained):
     return pretrained in tags or pretrained in every
 
 
+def _open_clip_models(tag):
+    """The open_clip architectures ``tag`` is a pretrained tag of."""
+    try:
+        return import_open_clip().list_pretrained_models_by_tag(tag)
+    except ImportError:
+        return []
+
+
 def _make_tokenizer(spec):
     """A tokenizer from its picklable spec: ("simple", context_length),
     ("open_clip", model_name) or ("hub", model_name)."""
@@ -115,13 +126,18 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     under :func:`torch.inference_mode`, in batches, as a float array of shape
     ``(n_samples, embed_dim)``. ``fit`` loads the model and learns nothing.
 
-    Nothing is downloaded. With no ``model_name``, ``model_config`` or
-    ``pretrained``, the tiny CLIP shipped with skicml is loaded (a toy model
-    trained on :func:`skicml.datasets.make_shape_scenes`; it knows shapes,
-    colours and positions, nothing else). For a real CLIP, download its
-    checkpoint once yourself and pass its path with the open_clip
-    architecture name, e.g. ``model_name="ViT-L-14-quickgelu",
-    pretrained="/data/ViT-L-14.pt"`` for the paper's OpenAI ViT-L/14.
+    With no ``model_name``, ``model_config`` or ``pretrained``, the tiny
+    CLIP shipped with skicml is loaded (a toy model trained on
+    :func:`skicml.datasets.make_shape_scenes`; it knows shapes, colours and
+    positions, nothing else). For a real CLIP, pass an open_clip
+    architecture and one of its pretrained tags, as open_clip names them,
+    e.g. ``model_name="ViT-B-32", pretrained="laion2b_s34b_b79k"``, or
+    ``model_name="ViT-L-14-quickgelu", pretrained="openai"`` for the
+    paper's OpenAI ViT-L/14: the weights are read from the Hugging Face
+    cache, or downloaded once into it (never with ``HF_HUB_OFFLINE=1`` or
+    ``skicml.set_config(allow_download=False)``; ``skicml download
+    ViT-B-32:laion2b_s34b_b79k`` fetches them ahead of time; see
+    :doc:`published_models`). A checkpoint file on this machine works too.
 
     Parameters
     ----------
@@ -146,8 +162,13 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         gives random weights to a ``model_config`` (a custom architecture
         has no published weights), and is refused with a ``model_name``:
         random weights of a named architecture would give meaningless
-        embeddings, so they are built only when asked for. open_clip
-        download tags such as ``"openai"`` raise :class:`FileNotFoundError`.
+        embeddings, so they are built only when asked for. With
+        ``model_name``, one of open_clip's pretrained tags for it
+        (``open_clip.list_pretrained_tags_by_model(model_name)``, e.g.
+        ``"laion2b_s34b_b79k"``, ``"openai"``) loads its published weights
+        with the tag's preprocessing, from the cache or downloaded once into
+        it (see the class description); a tag without ``model_name`` raises
+        :class:`FileNotFoundError`.
     model_config : dict or None, default=None
         A custom architecture, ``{"embed_dim", "vision_cfg", "text_cfg"}``
         as in open_clip's ``model_configs/*.json``.
@@ -342,6 +363,12 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
             return ("shipped", key, entry.sha256, name, config_key, self.quick_gelu), None
         if os.path.isfile(key):
             return ("file", _file_key(key), name, config_key, self.quick_gelu), key
+        published = (_weights.published_weights(key, model_name=name)
+                     if name is not None and config is None else None)
+        if published is not None:
+            # open_clip's own table says where the tag lives; the file is fetched once, then local.
+            path = published.fetch()
+            return ("published", published.name, _file_key(path), self.quick_gelu), path
         if key == DEFAULT_CLIP:
             raise FileNotFoundError(
                 f"The shipped tiny CLIP ({DEFAULT_CLIP!r}) is not part of this installation yet. Train "
@@ -349,10 +376,18 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
                 "pretrained='tiny_clip.pt', or pass model_name and pretrained=<checkpoint path> of "
                 "your own CLIP."
             )
+        if _open_clip_tag(name, key):
+            architectures = ", ".join(_open_clip_models(key)[:6]) or "see open_clip.list_pretrained()"
+            _weights.check_local(
+                key, download_tag="an open_clip download tag",
+                instead=(f"model_name with it, an open_clip architecture the tag belongs to ({architectures}), "
+                         f"e.g. CLIPEmbedder(model_name='ViT-B-32', pretrained={key!r})")
+                if name is None or config is not None else
+                f"an architecture it belongs to ({architectures}) as model_name, or a checkpoint path",
+            )
         _weights.check_local(
-            key, download_tag="an open_clip download tag" if _open_clip_tag(name, key) else None,
-            instead=f"its local path, e.g. CLIPEmbedder(model_name={(name or 'ViT-L-14-quickgelu')!r}, "
-                    "pretrained='/path/to/file.pt')",
+            key, instead=f"its local path, e.g. CLIPEmbedder(model_name={(name or 'ViT-L-14-quickgelu')!r}, "
+                         "pretrained='/path/to/file.pt')",
         )
         names = ", ".join(sorted(_weights.available_weights())) or "none registered"
         raise FileNotFoundError(
@@ -396,6 +431,8 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
                            {"architecture": name or "model_config", "weights": f"random (seed {seed})"})
         if kind == "shipped":
             return self._from_skicml_file(key[1])
+        if kind == "published":
+            return self._from_published(key[1], path)
         # a local file
         if not _is_torchscript(path) and is_skicml_checkpoint(path):
             return self._from_skicml_file(path)
@@ -445,6 +482,38 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
         info = {"architecture": config.get("name", "skicml CLIP"), "weights": os.fspath(source),
                 "provenance": provenance}
         return _Loaded(model, ("simple", context), None, info)
+
+    def _from_published(self, published_name, path):
+        """An open_clip tag's weights, loaded as open_clip's ``create_model(name, pretrained=tag)`` does."""
+        open_clip = import_open_clip()
+        from open_clip.transform import merge_preprocess_dict
+
+        name = self.model_name
+        tag = published_name[len(name) + 1:]
+        tag_cfg = open_clip.get_pretrained_cfg(name, tag)
+        if _is_torchscript(path):
+            loaded = self._build(("file",), path, None)
+            model = loaded.model
+        else:
+            self._check_builtin(name)
+            force = {"force_quick_gelu": True} if self.quick_gelu else {}
+            model = open_clip.create_model(name, pretrained=path, pretrained_text=False, **force)
+            gelu = bool(self.quick_gelu) or bool((open_clip.get_model_config(name) or {}).get("quick_gelu"))
+            if bool(tag_cfg.get("quick_gelu", False)) != gelu:
+                warn_user(
+                    f"pretrained={tag!r} was trained with quick_gelu={bool(tag_cfg.get('quick_gelu'))} but "
+                    f"model_name={name!r} has quick_gelu={gelu}, which gives silently different features; "
+                    f"use model_name='{name}-quickgelu' (or quick_gelu=True)" if not gelu else
+                    f"pretrained={tag!r} was trained with GELU but model_name={name!r} uses QuickGELU.",
+                    UserWarning,
+                )
+        # The tag's preprocessing (mean, std, interpolation, resize mode), as open_clip sets it for a tag.
+        open_clip.model.set_model_preprocess_cfg(
+            model, merge_preprocess_dict(open_clip.get_model_preprocess_cfg(model), tag_cfg))
+        entry = _weights.published_weights(tag, model_name=name)
+        return _Loaded(model, self._tokenizer_for(model, name, None), None,
+                       {"architecture": name, "weights": published_name, "published": published_name,
+                        "source": entry.source if entry is not None else "", "path": os.path.abspath(path)})
 
     @staticmethod
     def _check_builtin(name):

@@ -49,7 +49,9 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     ----------
     embedder : CLIPEmbedder or None, default=None
         The CLIP model (any :class:`skicml.clip.CLIPEmbedder`, e.g. one with
-        a local checkpoint); cloned for frames and for questions. None uses
+        an open_clip tag such as ``CLIPEmbedder(model_name="ViT-B-32",
+        pretrained="laion2b_s34b_b79k")``, fetched once into the cache, or a
+        local checkpoint); cloned for frames and for questions. None uses
         the tiny CLIP shipped with skicml.
     max_frames : int or None, default=None
         Videos longer than this are subsampled to this many evenly spaced
