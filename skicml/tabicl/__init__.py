@@ -3,6 +3,8 @@
 - :class:`TabICLClassifier`: the estimator, with the shipped pretrained model.
 - :class:`TabICLEmbedder`: label-free row representations for pipelines.
 - :class:`TabICLRegressor`: regression with a predictive distribution (TabICL v2's quantile head).
+- :class:`TabICLImputer`: missing values filled by in-context prediction of each column from the others.
+- :class:`TabICLOutlierDetector`: outlier scores from the chain-rule joint density, and synthetic rows.
 - :class:`TabICLModel`: the network (official v0.1.x config keys and state-dict names).
 - :mod:`skicml.tabicl.prior`: the synthetic prior the shipped model is pretrained on.
 """
@@ -12,8 +14,10 @@ from ._classifier import TabICLClassifier, TabICLEmbedder
 from ._model import TabICLModel
 from ._model_v2 import TabICLv2Model
 from ._regressor import TabICLRegressor
+from ._unsupervised import TabICLImputer, TabICLOutlierDetector
 
-__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLModel", "TabICLRegressor", "TabICLv2Model"]
+__all__ = ["TabICLClassifier", "TabICLEmbedder", "TabICLImputer", "TabICLModel", "TabICLOutlierDetector",
+           "TabICLRegressor", "TabICLv2Model"]
 
 register_weights(
     "tabicl-small",

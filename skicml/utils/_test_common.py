@@ -44,6 +44,11 @@ TEST_PARAMS = {
     # float64 for the batch-invariance checks, as the classifier.
     "TabICLRegressor": dict(n_estimators=2, inference_precision="float64", pretrained=None, random_state=0,
                             device="cpu"),
+    # One member per conditional (two column orders for the detector), the
+    # shipped small networks; float64 for the batch-invariance checks, as the regressor.
+    "TabICLImputer": dict(n_estimators=1, inference_precision="float64", random_state=0, device="cpu"),
+    "TabICLOutlierDetector": dict(n_permutations=2, n_estimators=1, inference_precision="float64",
+                                  random_state=0, device="cpu"),
     # float64 for the same batch-invariance checks; the float32 default is
     # tested in tests/wearable.
     "WearableEncoder": dict(d_model=8, n_layers=1, head_dim=8, tokenizer_hidden=8, proj_dim=4,
