@@ -141,9 +141,13 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
     ----------
     pretrained : str, path-like, torch.nn.Module or None, default="tiny-pointmae"
         The backbone: a shipped name, a checkpoint path (skicml's own or an
-        official Point-MAE ``pretrain.pth``; never downloaded), a module
-        following the backbone protocol (see :class:`PointMAEBackbone`), or
-        None for random weights of the shipped architecture.
+        official Point-MAE ``pretrain.pth``), ``"point-mae-pretrain"`` (the
+        authors' published ShapeNet checkpoint, read from the torch.hub
+        cache or downloaded once into it; see :doc:`published_models`; the
+        paper reads it with ``n_groups=64, group_size=32`` at 1,024 points),
+        a module following the backbone protocol (see
+        :class:`PointMAEBackbone`), or None for random weights of the shipped
+        architecture.
     n_points : int, default=512
         Points per cloud after resampling.
     n_groups : int, default=64

@@ -48,8 +48,9 @@ class PointMAEPretrainer(TorchEstimatorMixin, TransformerMixin, BaseEstimator):
     decoder_heads : int, default=4
     drop_path_rate : float, default=0.1
     pretrained : str, path-like, torch.nn.Module or None, default=None
-        Start from these backbone weights (a shipped name, a path or a
-        module) instead of random ones; the architecture is then theirs.
+        Start from these backbone weights (a shipped name, a path, the
+        published ``"point-mae-pretrain"`` or a module) instead of random
+        ones; the architecture is then theirs.
     normalize : bool, default=True
         Centre each cloud and scale it to the unit sphere.
     augment : {"rotate_y", "rotate_so3"} or None, default="rotate_y"
