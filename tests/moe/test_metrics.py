@@ -32,3 +32,16 @@ def test_real_digits_score_as_real_and_noise_as_noise():
     assert np.isnan(sample_quality(images[:50], None, images, labels)["classifier_accuracy"])
     with pytest.raises(ValueError, match="pixels"):
         sample_quality(np.zeros((5, 4, 4)), None, images, labels)
+
+
+def test_the_reference_classifier_is_fitted_once_per_reference_set():
+    from skicml.moe import _metrics
+
+    digits = load_digits()
+    images, labels = digits.images[:300], digits.target[:300]
+    first = sample_quality(images[:50], labels[:50], images, labels)
+    fitted = next(reversed(_metrics._CLASSIFIERS.values()))
+    assert sample_quality(images[:50], labels[:50], images, labels) == first
+    assert next(reversed(_metrics._CLASSIFIERS.values())) is fitted
+    sample_quality(images[:50], labels[:50], images[:200], labels[:200])  # another reference, another classifier
+    assert next(reversed(_metrics._CLASSIFIERS.values())) is not fitted
