@@ -256,7 +256,8 @@ def check_backbone(backbone):
 
 def check_tunable(backbone, who="LavenderTuner"):
     """Raise a clear error naming the fine-tuning members (:data:`TUNING_PROTOCOL`) ``backbone`` lacks."""
-    missing = [name for name in TUNING_PROTOCOL if not hasattr(backbone, name)]
+    # A property is looked up on the class: one may raise until the first caption batch (Qwen's image grid).
+    missing = [name for name in TUNING_PROTOCOL if not (hasattr(type(backbone), name) or hasattr(backbone, name))]
     if missing:
         raise TypeError(
             f"{who} fine-tunes a TinyVLM or a Hugging Face LLaVA-style model (HFLlavaAdapter(model, processor)); "

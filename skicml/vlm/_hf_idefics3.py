@@ -13,6 +13,7 @@ last ``L`` image tokens of each row: the one grid that covers the whole image
 at a constant size.
 """
 
+import numpy as np
 import torch
 
 from ._backbone import HFLlavaAdapter
@@ -76,8 +77,8 @@ class HFIdefics3Adapter(HFLlavaAdapter):
         return max(e for _, e in offsets)
 
     def _caption_images(self, batch):
-        pixels = [torch.as_tensor(p) for p in batch["pixel_values"]]
-        masks = [torch.as_tensor(m) for m in batch["pixel_attention_mask"]]
+        pixels = [torch.as_tensor(np.asarray(p)) for p in batch["pixel_values"]]
+        masks = [torch.as_tensor(np.asarray(m)) for m in batch["pixel_attention_mask"]]
         n = max(len(p) for p in pixels)
         # Samples with fewer crops are padded with all-zero crops, which the model drops (as the processor does).
 

@@ -175,7 +175,9 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
     align_weight : float, default=10.0
         Weight of the alignment loss (the official ``sd_xattn_loss_scale``).
     attn_layers : sequence of int or None, default=None
-        Decoder layers whose attention is aligned; None is all.
+        Decoder layers whose attention is aligned; None is all (the
+        cross-attention layers of a backbone whose image enters only there,
+        its ``image_attention_layers``: Mllama).
     attn_resolution : int, default=8
         Side of the maps compared; the paper's is 32 (Stable Diffusion's
         latent grid). Teacher maps of another size are area-resized.
@@ -418,8 +420,13 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
                 inputs["teacher_maps"][i, j] = torch.as_tensor(maps[i][w])
         return chosen
 
+    def _attention_layers(self, layers, name="attn_layers"):
+        if layers is None and hasattr(self.backbone_, "image_attention_layers"):
+            return list(self.backbone_.image_attention_layers)
+        return self._resolve_layers(layers, name)
+
     def _objective(self):
-        layers = self._resolve_layers(self.attn_layers, "attn_layers")
+        layers = self._attention_layers(self.attn_layers)
         aligner = None
         if self.align_weight > 0 and self.aggregation != "mean":
             aligner = Aligner(self.backbone_.n_heads, self.aligner_hidden, self.aligner_norm)
@@ -592,7 +599,7 @@ class LavenderTuner(_VLMInputMixin, TorchEstimatorMixin, BaseEstimator):
         n_heads = self.backbone_.n_heads
         if heads is not None and (not len(heads) or any(not 0 <= int(h) < n_heads for h in heads)):
             raise ValueError(f"heads={heads!r}: expected head indices in 0..{n_heads - 1}.")
-        chosen = self._resolve_layers(self.attn_layers if layers is None else layers, "layers")
+        chosen = self._attention_layers(self.attn_layers if layers is None else layers, "layers")
         images, prompts = self._read(X, reset=False)
         captions = self._targets(y, len(images))
         side = self.attn_resolution
