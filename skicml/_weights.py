@@ -223,6 +223,9 @@ class PublishedWeights:
     cache_dir : str
         For a URL, the folder it is cached in (torch.hub's
         ``checkpoints`` folder when empty; open_clip's own for its tags).
+    ignore_patterns : tuple of str
+        For a whole repository, the files not fetched (other frameworks'
+        copies of the weights).
     reader : str
         The official format and what reads it, for the docs and ``skicml info``.
     estimators : str
@@ -241,6 +244,7 @@ class PublishedWeights:
     url: str = ""
     sha256: str = ""
     cache_dir: str = ""
+    ignore_patterns: tuple = ()
     reader: str = ""
     estimators: str = ""
     size: str = ""
@@ -324,7 +328,8 @@ class PublishedWeights:
 
         cache = hub_cache_dir()
         if not self.filenames:
-            return huggingface_hub.snapshot_download(self.repo_id, revision=self.revision, cache_dir=cache)
+            return huggingface_hub.snapshot_download(self.repo_id, revision=self.revision, cache_dir=cache,
+                                                     ignore_patterns=list(self.ignore_patterns) or None)
         from huggingface_hub.utils import EntryNotFoundError
 
         for index, filename in enumerate(self.filenames):
@@ -433,6 +438,36 @@ _PUBLISHED = {
     )
 }
 _OPEN_CLIP_SEPARATOR = ":"
+_SENTENCE_TRANSFORMERS = "sentence-transformers/"
+_SENTENCE_TRANSFORMERS_SIZES = {
+    # name: (what it is, size and width as its model card states them)
+    "all-MiniLM-L6-v2": ("all-MiniLM-L6-v2 sentence encoder", "about 91 MB (22.7 M parameters), 384-d"),
+    "all-mpnet-base-v2": ("all-mpnet-base-v2 sentence encoder", "about 438 MB (109 M parameters), 768-d"),
+    "multi-qa-distilbert-cos-v1": (
+        "multi-qa-distilbert-cos-v1, the Sentence-BERT model OFA's text-attributed graphs (which GIT's official "
+        "code reads) were embedded with", "about 265 MB (66 M parameters), 768-d"),
+}
+
+
+def _sentence_transformers_published(name):
+    """The entry of a sentence-transformers model name (``"sentence-transformers/<model>"``), a whole repository."""
+    model = name[len(_SENTENCE_TRANSFORMERS):]
+    if not name.startswith(_SENTENCE_TRANSFORMERS) or not model or "/" in model:
+        return None
+    description, size = _SENTENCE_TRANSFORMERS_SIZES.get(model, (f"{model} sentence encoder", "see the model card"))
+    return PublishedWeights(
+        name, "graph", description, repo_id=name, filenames=(),
+        # the repository also holds ONNX, OpenVINO, TensorFlow and Flax copies of the weights
+        ignore_patterns=("onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.onnx"),
+        reader="a sentence-transformers folder (modules.json, the transformer's config, tokenizer and weights), "
+               "read by sentence_transformers.SentenceTransformer",
+        estimators="GITEncoder, GITClassifier (text_encoder=)", size=size,
+        licence="Apache-2.0 (model card)" if model in _SENTENCE_TRANSFORMERS_SIZES else "as on the model card",
+        homepage=f"https://huggingface.co/{name}")
+
+
+_PUBLISHED.update({f"{_SENTENCE_TRANSFORMERS}{model}": _sentence_transformers_published(_SENTENCE_TRANSFORMERS + model)
+                   for model in _SENTENCE_TRANSFORMERS_SIZES})
 
 
 def _open_clip_published(model_name, tag):
@@ -479,7 +514,8 @@ def published_weights(name=None, *, model_name=None):
     Parameters
     ----------
     name : str or None
-        A published name (``skicml info`` lists them), or an open_clip tag:
+        A published name (``skicml info`` lists them; any
+        ``"sentence-transformers/<model>"`` is one too), or an open_clip tag:
         with ``model_name`` the tag alone (``"laion2b_s34b_b79k"``), without
         it open_clip's ``"ViT-B-32:laion2b_s34b_b79k"`` form. None returns
         every published name skicml lists (open_clip's tags aside).
@@ -496,6 +532,8 @@ def published_weights(name=None, *, model_name=None):
         return None
     if model_name is None and name in _PUBLISHED:
         return _PUBLISHED[name]
+    if model_name is None and name.startswith(_SENTENCE_TRANSFORMERS):
+        return _sentence_transformers_published(name)
     if model_name is None and _OPEN_CLIP_SEPARATOR in name and not os.path.exists(name):
         model_name, name = name.split(_OPEN_CLIP_SEPARATOR, 1)
     if model_name is None:
@@ -706,6 +744,9 @@ def _payload(name_or_path):
         payload = _cached(_file_stamp(key), lambda: _read(key))
         return dict(payload, provenance=dict(payload["provenance"], path=key))
     entry = published_weights(key)
+    if entry is not None and not entry.filenames and not entry.url:
+        raise ValueError(f"{key!r} is a published repository ({entry.description}), not a weights file: "
+                         f"pass it where {entry.estimators} take it.")
     if entry is not None:
         # Fetched once into the cache (or refused, naming `skicml download`), then a local file.
         path = entry.fetch()

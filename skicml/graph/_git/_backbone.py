@@ -70,7 +70,8 @@ class GITBackboneMixin(TorchEstimatorMixin):
         "num_layers": [Interval(Integral, 0, None, closed="left")],
         "norm": [StrOptions({"batch"}), None],
         "dropout": [Interval(Real, 0, 1, closed="left")],
-        "text_encoder": [StrOptions({"tfidf-svd", "minilm"}), callable, None],
+        # "tfidf-svd", "minilm" or a published sentence-transformers name, checked when it is resolved
+        "text_encoder": [str, callable, None],
         "text_dim": [Interval(Integral, 1, None, closed="left")],
         "node_attr": [str, list, None],
         "node_text": [str, None],

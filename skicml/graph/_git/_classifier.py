@@ -94,7 +94,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
     num_layers : int, default=2
     norm : {"batch"} or None, default="batch"
     dropout : float, default=0.15
-    text_encoder : {"tfidf-svd", "minilm"}, callable or None, default=None
+    text_encoder : {"tfidf-svd", "minilm"}, str, callable or None, default=None
         See :class:`GITEncoder`.
     text_dim : int, default=128
     node_attr : str, list of str or None, default="x"

