@@ -105,7 +105,8 @@ class HFMllamaAdapter(HFLlavaAdapter):
 
     def _check_image_count(self, row, found):
         if found != 1:
-            raise ValueError(f"row {row} holds {found} {self.image_token} tokens; {self.family} captions read one image.")
+            raise ValueError(f"row {row} holds {found} {self.image_token} tokens; {self.family} captions read one "
+                             "image.")
 
     def _expanded_end(self, text, found, offsets):
         # Not expanded (the vision states enter by cross-attention), but the processor inserts the BOS token
