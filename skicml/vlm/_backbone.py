@@ -57,8 +57,11 @@ Fine-tuning members (optional; :class:`LavenderTuner` needs them, see
 
 :class:`TinyVLM` follows the protocol through :func:`as_backbone`;
 :class:`HFLlavaAdapter` wraps a Hugging Face LLaVA-style model and its
-processor; :class:`CallableAdapter` builds a backbone from functions (the
-decoding members only).
+processor, and its subclasses the other families (:data:`HF_FAMILIES`:
+LLaVA-NeXT and OneVision, Qwen2-VL and 2.5-VL, Mllama, Idefics3 and SmolVLM,
+each in its own ``_hf_*`` module), chosen by ``as_backbone(model,
+processor)`` from ``model.config.model_type``; :class:`CallableAdapter`
+builds a backbone from functions (the decoding members only).
 """
 
 from __future__ import annotations
@@ -421,6 +424,11 @@ class HFLlavaAdapter:
     tokens of a row and padding is masked, as ``model.generate`` does, so a
     row decodes the same alone or in a batch. The KV cache is the model's
     own (a ``DynamicCache``); beam search reorders a copy of it.
+
+    It refuses, naming the family, the architectures its 1-D positions
+    and self-attention hooks would run wrongly (3-D multimodal rotary
+    positions, cross-attention to the image) and those that have their own
+    adapter: ``as_backbone(model, processor)`` picks the right one.
 
     Parameters
     ----------
