@@ -16,11 +16,12 @@ to powers of two >= 16 with masked loads. Padded time steps read ``dt = 0``
 and zero ``x``, ``B``, ``C``: they neither decay nor feed the state.
 
 The chunk length is ``chunk_size`` rounded up to a power of two and clamped
-to [16, 64]: larger tiles would not fit in registers. This changes only the
-rounding, not the result. Accumulation is in float32 with exact (IEEE)
-float32 products in ``tl.dot``; float64 inputs never reach the kernel (the
-op runs its reference for them). The backward pass has no Triton kernel: on
-CUDA ``skicml::ssd_scan_backward`` runs the plain-torch reference.
+to [16, 64], and to at most 4096 / N (N rounded up to a power of two), so
+that the tiles fit in shared memory: 32 for N = 128, 16 for N = 256. This
+changes only the rounding, not the result. Accumulation is in float32 with
+exact (IEEE) float32 products in ``tl.dot``; float64 inputs never reach the
+kernel (the op runs its reference for them). The backward pass has no Triton
+kernel: on CUDA ``skicml::ssd_scan_backward`` runs the plain-torch reference.
 
 Imported lazily (only when a CUDA tensor reaches the op, or by the tests under
 ``TRITON_INTERPRET=1``, which must be set before this module is imported).
@@ -118,8 +119,13 @@ def ssd_scan_triton(x, dt, A, B, C, D, chunk_size=64):
         from ._ssd_scan import ssd_scan_reference
 
         return ssd_scan_reference(x, dt, A, B, C, D, chunk_size)
-    block_l, block_p = _block(chunk_size, 16, 64), _block(P, 16, 64)
     block_n = _block(N, 16, MAX_STATE_SIZE)
+    # Shared memory grows with L * N: at L = 64 a state of 256 needs 378 KB
+    # on sm_90 (compiled ahead of time by benchmarks/gpu_check.py), more than
+    # any GPU has (227 KB on an H100, 163 KB on an A100), and 128 needs 214 KB.
+    # L * N <= 4096 keeps every width under 141 KB.
+    block_l = min(_block(chunk_size, 16, 64), max(16, 4096 // block_n))
+    block_p = _block(P, 16, 64)
     # Seven (L, P)- or (L, N)-sized float32 tiles are live per chunk; spread
     # the large ones over more threads (a guess, not tuned on a GPU yet).
     num_warps = 8 if block_l * max(block_p, block_n) >= 4096 else 4
