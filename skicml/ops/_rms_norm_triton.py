@@ -11,7 +11,8 @@ import triton.language as tl
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    # int64: row * n_cols passes 2**31 beyond 2**31 elements (4 GB of bfloat16).
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
