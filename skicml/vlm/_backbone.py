@@ -293,17 +293,32 @@ def as_backbone(backbone, processor=None):
     return check_backbone(backbone)
 
 
-#: The adapter of each Hugging Face family, by ``config.model_type``: (module, class) under skicml.vlm.
+#: The adapter of each Hugging Face family, by ``config.model_type``; each lives in its own ``_hf_*`` module.
 HF_FAMILIES = {
-    "llava": (None, "HFLlavaAdapter"),
-    "llava_next": ("._hf_llava_next", "HFLlavaNextAdapter"),
-    "llava_onevision": ("._hf_llava_next", "HFLlavaNextAdapter"),
-    "qwen2_vl": ("._hf_qwen2_vl", "HFQwen2VLAdapter"),
-    "qwen2_5_vl": ("._hf_qwen2_vl", "HFQwen2VLAdapter"),
-    "mllama": ("._hf_mllama", "HFMllamaAdapter"),
-    "idefics3": ("._hf_idefics3", "HFIdefics3Adapter"),
-    "smolvlm": ("._hf_idefics3", "HFIdefics3Adapter"),
+    "llava": "HFLlavaAdapter",
+    "llava_next": "HFLlavaNextAdapter",
+    "llava_onevision": "HFLlavaNextAdapter",
+    "qwen2_vl": "HFQwen2VLAdapter",
+    "qwen2_5_vl": "HFQwen2VLAdapter",
+    "mllama": "HFMllamaAdapter",
+    "idefics3": "HFIdefics3Adapter",
+    "smolvlm": "HFIdefics3Adapter",
 }
+
+
+def _family_adapter(name):
+    """The adapter class called ``name`` (imported when first asked for: the modules import _backbone)."""
+    if name == "HFLlavaNextAdapter":
+        from ._hf_llava_next import HFLlavaNextAdapter as found
+    elif name == "HFQwen2VLAdapter":
+        from ._hf_qwen2_vl import HFQwen2VLAdapter as found
+    elif name == "HFMllamaAdapter":
+        from ._hf_mllama import HFMllamaAdapter as found
+    elif name == "HFIdefics3Adapter":
+        from ._hf_idefics3 import HFIdefics3Adapter as found
+    else:
+        found = HFLlavaAdapter
+    return found
 
 
 def hf_adapter(model, processor, **kwargs):
@@ -313,12 +328,8 @@ def hf_adapter(model, processor, **kwargs):
     refuses architectures it would run on wrong positions or attention
     (3-D multimodal rotary positions, cross-attention to the image).
     """
-    import importlib
-
     family = getattr(getattr(model, "config", None), "model_type", None)
-    module, name = HF_FAMILIES.get(family, (None, "HFLlavaAdapter"))
-    cls = HFLlavaAdapter if module is None else getattr(importlib.import_module(module, __package__), name)
-    return cls(model, processor, **kwargs)
+    return _family_adapter(HF_FAMILIES.get(family, "HFLlavaAdapter"))(model, processor, **kwargs)
 
 
 class CallableAdapter:
@@ -508,9 +519,9 @@ class HFLlavaAdapter:
             return
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         rope = getattr(text, "rope_scaling", None) or {}
-        if family in HF_FAMILIES and HF_FAMILIES[family][0] is not None:
+        if HF_FAMILIES.get(family, "HFLlavaAdapter") != "HFLlavaAdapter":
             raise ValueError(f"{type(model).__name__} ({family!r}) has its own adapter, "
-                             f"{HF_FAMILIES[family][1]}: pass as_backbone(model, processor).")
+                             f"{HF_FAMILIES[family]}: pass as_backbone(model, processor).")
         if rope.get("type", rope.get("rope_type")) == "mrope" or "mrope_section" in rope:
             raise ValueError(f"{type(model).__name__} ({family!r}) uses 3-D multimodal rotary positions (M-RoPE), "
                              "which HFLlavaAdapter's 1-D positions would get silently wrong; no adapter knows this "
