@@ -29,5 +29,10 @@ def rms_norm_triton(x, weight, eps=1e-6):
     out = torch.empty_like(rows)
     if rows.shape[0]:
         block = triton.next_power_of_2(n_cols)
-        _rms_norm_kernel[(rows.shape[0],)](rows, weight.contiguous(), out, n_cols, eps, BLOCK=block)
+        # Four warps up to 4096 columns; wider rows get more threads instead of
+        # spilling (sm_90, compiled ahead of time by benchmarks/gpu_check.py: at
+        # 16384 columns four warps spill 5 KB a thread in float64, sixteen none).
+        num_warps = min(max(block // 1024, 4), 16)
+        _rms_norm_kernel[(rows.shape[0],)](rows, weight.contiguous(), out, n_cols, eps, BLOCK=block,
+                                           num_warps=num_warps)
     return out.reshape(x.shape)
