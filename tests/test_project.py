@@ -40,12 +40,14 @@ def test_all_estimators_lists_public_classes_only():
 
 
 def test_no_runtime_downloads_in_package():
-    pattern = re.compile(r"hf_hub_download|snapshot_download|urlretrieve|requests\.get\(|urlopen\(")
+    """Only the published-model resolver downloads, and only through huggingface_hub and torch.hub."""
+    pattern = re.compile(r"hf_hub_download|snapshot_download|download_url_to_file|urlretrieve|requests\.get\("
+                         r"|urlopen\(")
     offenders = [
         str(path.relative_to(ROOT)) for path in (ROOT / "skicml").rglob("*.py")
         if pattern.search(path.read_text())
     ]
-    assert offenders == []
+    assert offenders == ["skicml/_weights.py"]
 
 
 def test_wheel_ships_package_data(tmp_path):

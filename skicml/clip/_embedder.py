@@ -137,7 +137,7 @@ class CLIPEmbedder(ClassNamePrefixFeaturesOutMixin, TorchEstimatorMixin, Transfo
     cache, or downloaded once into it (never with ``HF_HUB_OFFLINE=1`` or
     ``skicml.set_config(allow_download=False)``; ``skicml download
     ViT-B-32:laion2b_s34b_b79k`` fetches them ahead of time; see
-    :doc:`published_models`). A checkpoint file on this machine works too.
+    :ref:`published_models`). A checkpoint file on this machine works too.
 
     Parameters
     ----------

@@ -143,7 +143,7 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         The backbone: a shipped name, a checkpoint path (skicml's own or an
         official Point-MAE ``pretrain.pth``), ``"point-mae-pretrain"`` (the
         authors' published ShapeNet checkpoint, read from the torch.hub
-        cache or downloaded once into it; see :doc:`published_models`; the
+        cache or downloaded once into it; see :ref:`published_models`; the
         paper reads it with ``n_groups=64, group_size=32`` at 1,024 points),
         a module following the backbone protocol (see
         :class:`PointMAEBackbone`), or None for random weights of the shipped

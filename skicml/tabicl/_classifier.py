@@ -236,7 +236,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
     ``pretrained`` (or its alias ``model_path``) to use a checkpoint on disk,
     or the name of a published official checkpoint such as
     ``"tabicl-classifier-v2-20260212.ckpt"`` (fetched once into the Hugging
-    Face cache; see :doc:`published_models`).
+    Face cache; see :ref:`published_models`).
 
     Parameters
     ----------
@@ -323,7 +323,7 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         read from the Hugging Face cache, downloaded once into it when it is
         missing (never with ``HF_HUB_OFFLINE=1`` or
         ``skicml.set_config(allow_download=False)``; ``skicml download NAME``
-        fetches it ahead of time; see :doc:`published_models`), and the
+        fetches it ahead of time; see :ref:`published_models`), and the
         defaults tuned for the small shipped models (``softmax_temperature``
         and ``pca_components`` at ``"auto"``) give way to the official ones,
         so that predictions equal ``tabicl``'s for the same ``random_state``

@@ -92,7 +92,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         the Hugging Face cache, downloaded once into it when missing (never
         with ``HF_HUB_OFFLINE=1`` or ``skicml.set_config(allow_download=False)``;
         ``skicml download NAME`` fetches it ahead of time; see
-        :doc:`published_models`). The defaults are the official estimator's,
+        :ref:`published_models`). The defaults are the official estimator's,
         so predictions equal ``tabicl``'s for the same ``random_state``.
         ``None`` builds a small v2 regression network with random weights
         seeded from ``random_state`` (for tests; it predicts about the

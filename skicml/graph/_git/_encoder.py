@@ -95,7 +95,7 @@ class GITEncoder(TransformerMixin, GITBackboneMixin, BaseEstimator):
         name such as ``"sentence-transformers/multi-qa-distilbert-cos-v1"``
         (the 768-d Sentence-BERT of the official code's data) is read from
         the Hugging Face cache or downloaded once into it (see
-        :doc:`published_models`); a callable maps a list of strings to
+        :ref:`published_models`); a callable maps a list of strings to
         an array ``(n_texts, d)``. ``None`` requires numeric features (or
         inherits the pretrained backbone's encoder).
     text_dim : int, default=128
