@@ -217,11 +217,14 @@ def tiny_random_vlm(family, seed=0):
     Sizes: 32-pixel tiles (16 for Mllama) of 8-pixel patches, a 2-layer
     vision tower of width 32, and a decoder of width 32 with 4 heads over 2
     key-value heads (3 layers; Mllama's 4 are self, cross, self, cross, with
-    the cross-attention gates opened to 1). Image tokens per 32 x 32 image:
-    LLaVA-NeXT 16 base + 4 x 4 canvas + 4 newlines at most, OneVision the
-    same without a CLS, Qwen 4 (a 2 x 2 grid after merging), Idefics3 and
-    SmolVLM 2 x 2 crops and the global image of 4 tokens each; Mllama has no
-    image tokens (cross-attention over 4 tiles of 4 patches and a CLS).
+    the cross-attention gates opened to 1). Image tokens: LLaVA-NeXT and
+    OneVision a 4 x 4 base block, then the canvas of 32-pixel tiles
+    (pinpoints up to 64 x 64, 96 x 32 for OneVision) unpadded to the
+    image's aspect ratio with a newline token a row; Qwen a grid of 16-pixel
+    cells after merging (4 tokens for 32 x 32, 8 for 40 x 72); Idefics3 and
+    SmolVLM 4 tokens a crop, 2 x 2 crops of an image upsampled to 64 pixels
+    and the global image; Mllama none (cross-attention over 4 tiles of 2 x 2
+    patches and a CLS each, 16-pixel tiles).
     """
     builders = {"llava_next": _llava_next, "llava_onevision": _llava_onevision,
                 "qwen2_vl": lambda s: _qwen(2, s), "qwen2_5_vl": lambda s: _qwen(2.5, s), "mllama": _mllama,
