@@ -133,3 +133,11 @@ def test_a_short_fit_lowers_the_alignment_loss_and_merges_lora_exactly(family, s
     with torch.no_grad():
         merged, _ = adapter.teacher_forced(inputs)
     torch.testing.assert_close(merged, adapted, atol=1e-5, rtol=1e-5)
+
+
+def test_qwen_refuses_a_caption_batch_of_several_grids(scenes):
+    images, captions, _, _ = scenes
+    adapter = as_backbone(*built("qwen2_vl"))
+    mixed = [images[0], np.zeros((64, 64, 3), np.uint8)]
+    with pytest.raises(ValueError, match="qwen2_vl grids"):
+        adapter.caption_batch(mixed, prompt("qwen2_vl"), list(captions[:2]))
