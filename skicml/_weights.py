@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import hashlib
 import os
 import re
@@ -515,7 +516,9 @@ def published_weights(name=None, *, model_name=None):
     ----------
     name : str or None
         A published name (``skicml info`` lists them; any
-        ``"sentence-transformers/<model>"`` is one too), or an open_clip tag:
+        ``"sentence-transformers/<model>"`` is one too; a hub name may be
+        pinned to a revision of its repository, a branch, tag or commit, as
+        ``"NAME@REVISION"``), or an open_clip tag:
         with ``model_name`` the tag alone (``"laion2b_s34b_b79k"``), without
         it open_clip's ``"ViT-B-32:laion2b_s34b_b79k"`` form. None returns
         every published name skicml lists (open_clip's tags aside).
@@ -533,7 +536,16 @@ def published_weights(name=None, *, model_name=None):
     if model_name is None and name in _PUBLISHED:
         return _PUBLISHED[name]
     if model_name is None and name.startswith(_SENTENCE_TRANSFORMERS):
-        return _sentence_transformers_published(name)
+        base, at, revision = name.partition("@")
+        entry = _sentence_transformers_published(base)
+        return dataclasses.replace(entry, name=name, revision=revision) if entry and at and revision else entry
+    if model_name is None and "@" in name and not os.path.exists(name):
+        # "NAME@REVISION": a hub name pinned to a branch, tag or commit of its repository
+        base, _, revision = name.rpartition("@")
+        entry = _PUBLISHED.get(base)
+        if entry is not None and entry.repo_id and revision:
+            return dataclasses.replace(entry, name=name, revision=revision)
+        return None
     if model_name is None and _OPEN_CLIP_SEPARATOR in name and not os.path.exists(name):
         model_name, name = name.split(_OPEN_CLIP_SEPARATOR, 1)
     if model_name is None:

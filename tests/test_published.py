@@ -38,6 +38,12 @@ def test_revision_pinning(hub_cache):
     assert entry.cached_path() is None  # main is cached, the pinned revision is not
     pinned = hub_cache.add(entry.repo_id, entry.filenames[0], _bytes(b"pinned"), revision="v1.0")
     assert entry.cached_path() == str(pinned) and entry.source.endswith("@v1.0")
+    # the same pin by name, as users write it (and skicml download takes it)
+    by_name = _weights.published_weights("tabicl-classifier-v1-20250208.ckpt@v1.0")
+    assert by_name.revision == "v1.0" and by_name.fetch() == str(pinned)
+    assert _weights.published_weights("no-such-model@v1.0") is None
+    text = _weights.published_weights("sentence-transformers/all-MiniLM-L6-v2@abc")
+    assert text.repo_id == "sentence-transformers/all-MiniLM-L6-v2" and text.revision == "abc"
 
 
 def test_a_missing_model_downloads_once_when_allowed(hub_cache, monkeypatch):
