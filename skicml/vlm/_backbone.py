@@ -269,16 +269,20 @@ def check_tunable(backbone, who="LavenderTuner"):
     return backbone
 
 
-def as_backbone(backbone, processor=None):
+def as_backbone(backbone, processor=None, **options):
     """A protocol object for ``backbone``.
 
     A :class:`TinyVLM`, a shipped model's name, a Hugging Face model with
     its processor (``as_backbone(model, processor)`` or the pair ``(model,
     processor)``, wrapped in the adapter of the model's family, chosen from
-    ``model.config``: see :func:`hf_adapter`), or a protocol object.
+    ``model.config``: see :func:`hf_adapter`; ``options`` go to the
+    adapter, e.g. ``canvas="official"`` for Mllama), or a protocol object.
     """
     if processor is not None:
         backbone = (backbone, processor)
+    if options and not (isinstance(backbone, (tuple, list)) and len(backbone) == 2):
+        raise TypeError(f"options {sorted(options)} go to a Hugging Face adapter: pass as_backbone(model, processor, "
+                        "...).")
     if isinstance(backbone, str):
         from ._pretrained import load_tiny_vlm
 
@@ -286,7 +290,7 @@ def as_backbone(backbone, processor=None):
     if isinstance(backbone, TinyVLM):
         return _TinyVLMBackbone(backbone)
     if isinstance(backbone, (tuple, list)) and len(backbone) == 2 and isinstance(backbone[0], nn.Module):
-        return hf_adapter(*backbone)
+        return hf_adapter(*backbone, **options)
     if isinstance(backbone, nn.Module) and hasattr(backbone, "config") and not hasattr(backbone, "prefill"):
         raise TypeError(f"a Hugging Face {type(backbone).__name__} needs its processor: pass "
                         "as_backbone(model, processor) or the pair (model, processor).")

@@ -35,8 +35,22 @@ __all__ = ["HFMllamaAdapter"]
 class HFMllamaAdapter(HFLlavaAdapter):
     """A Hugging Face ``MllamaForConditionalGeneration`` (Llama-3.2-Vision).
 
-    Parameters are those of :class:`HFLlavaAdapter`; prompts hold the image
-    as ``<|image|>``.
+    Parameters
+    ----------
+    model, processor, image_token
+        As for :class:`HFLlavaAdapter`; prompts hold the image as
+        ``<|image|>``.
+    canvas : {"aspect", "official"}, default="aspect"
+        How Lavender lays a row's tiles out. ``"aspect"``: tile ``i`` at
+        ``divmod(i, columns)`` of the canvas its ``aspect_ratio_ids`` name,
+        each tile's CLS key dropped, the padding cropped, area-resampled to
+        ``image_grid`` (the largest square canvas at its native resolution).
+        ``"official"``: the official Lavender code's canvas (AstraZeneca/vlm,
+        ``extend_mllama_xattn``), for comparison: each tile's keys (CLS
+        included) linearly interpolated as one axis to the next square and
+        folded, one tile alone, two side by side, more on a 2 x 2 grid at
+        the slots the tile mask sets, resized to 32 x 32; it shears each
+        tile's rows and lays 2 x 1, 1 x 3, 3 x 1 and 1 x 4 images out wrongly.
 
     Examples
     --------
@@ -47,6 +61,16 @@ class HFMllamaAdapter(HFLlavaAdapter):
     """
 
     families = frozenset({"mllama"})
+
+    def __init__(self, model, processor, image_token=None, canvas="aspect"):
+        if canvas not in ("aspect", "official"):
+            raise ValueError(f"canvas={canvas!r}; expected 'aspect' or 'official'.")
+        super().__init__(model, processor, image_token)
+        self.canvas = canvas
+
+    def with_model(self, model):
+        return type(self)(model, self.processor, self._image_token_given, self.canvas)
+
     #: Lavender's LoRA targets: the self-attention's and the cross-attention's query and value maps.
     default_lora_targets = ("q_proj", "v_proj")
 
@@ -97,6 +121,8 @@ class HFMllamaAdapter(HFLlavaAdapter):
     @property
     def image_grid(self):
         """The grid each row's tile canvas is resampled to: the largest square canvas at its native resolution."""
+        if self.canvas == "official":
+            return 32, 32  # the official code's, Stable Diffusion's attention resolution
         side = self._tile_patches * math.isqrt(int(self._config.vision_config.max_num_tiles))
         return side, side
 
@@ -190,9 +216,13 @@ class _CanvasLayout:
         self.content = [tuple(int(v) for v in row) for row in inputs["image_content"].tolist()]
         self.side = adapter._tile_patches
         self.grid = adapter.image_grid
+        self.official = adapter.canvas == "official"
+        self.tile_mask = inputs["aspect_ratio_mask"][:, 0].tolist()
 
     def maps(self, probabilities, sample):
         """(n, heads, rows * cols) maps on ``image_grid`` of one sample's (n, heads, n_keys) probabilities."""
+        if self.official:
+            return self._official(probabilities, sample)
         (rows, cols), (height, width), side = self.tiles[sample], self.content[sample], self.side
         n, heads, keys = probabilities.shape
         n_tiles = keys // (side * side + 1)
@@ -201,6 +231,38 @@ class _CanvasLayout:
         canvas = tiles.permute(0, 1, 2, 4, 3, 5).reshape(n, heads, rows * side, cols * side)  # tile r*cols+c at (r, c)
         canvas = canvas[:, :, :height, :width]  # the padding below and right of the image
         return F.interpolate(canvas, size=self.grid, mode="area").flatten(2)
+
+
+    def _official(self, probabilities, sample):
+        """The official code's canvas (``extend_mllama_xattn``), step by step, its flaws included."""
+        n, heads, keys = probabilities.shape
+        mask = self.tile_mask[sample]
+        n_max = len(mask)
+        n_tiles, grid_side = int(sum(mask)), math.isqrt(n_max)
+        per_tile = keys // n_max  # CLS included
+        res = math.ceil(math.sqrt(per_tile))
+        tiles = probabilities.reshape(n, heads, n_max, per_tile).permute(0, 2, 1, 3).reshape(n * n_max, heads, per_tile)
+        tiles = F.interpolate(tiles, size=res * res, mode="linear", align_corners=False)  # one axis: shears rows
+        tiles = tiles.reshape(n, n_max, heads, res, res).transpose(1, 2)  # (n, heads, tiles, res, res)
+        if n_tiles == 1:
+            canvas = tiles[:, :, 0]
+        else:
+            if n_tiles == 2:
+                if mask[0] and mask[1]:
+                    shape = (res, 2 * res)
+                elif mask[1] and mask[2]:
+                    shape = (2 * res, res)
+                else:
+                    raise ValueError("the official canvas has no layout for this tile mask with 2 tiles.")
+            else:
+                shape = (res * grid_side, res * grid_side)
+            canvas = probabilities.new_zeros(n, heads, *shape)
+            for index in range(n_max):
+                if mask[index]:
+                    row, col = divmod(index, grid_side)
+                    canvas[:, :, row * res:(row + 1) * res, col * res:(col + 1) * res] = tiles[:, :, index]
+        canvas = F.interpolate(canvas, size=self.grid, mode="bilinear", align_corners=False, antialias=True)
+        return canvas.flatten(2)
 
 
 class _CrossAttentionCapture:

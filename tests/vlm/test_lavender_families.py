@@ -141,3 +141,25 @@ def test_qwen_refuses_a_caption_batch_of_several_grids(scenes):
     mixed = [images[0], np.zeros((64, 64, 3), np.uint8)]
     with pytest.raises(ValueError, match="qwen2_vl grids"):
         adapter.caption_batch(mixed, prompt("qwen2_vl"), list(captions[:2]))
+
+
+def test_mllamas_official_canvas_is_there_for_comparison_with_its_flaws(scenes):
+    images, captions, _, _ = scenes
+    model, processor = built("mllama")
+    official = as_backbone(model, processor, canvas="official")
+    assert official.image_grid == (32, 32) and official.with_model(model).canvas == "official"
+    tall = np.zeros((32, 16, 3), np.uint8)  # 2 x 1 tiles
+    inputs, _ = official.caption_batch([tall], prompt("mllama"), ["a red circle"])
+    from skicml.vlm._hf_mllama import _CanvasLayout
+
+    layout = _CanvasLayout(official, inputs)
+    layout.grid = (3, 6)  # the canvas at its own size: 2 tiles of 5 keys, each folded to 3 x 3
+    probabilities = torch.zeros(1, 1, 4 * 5)
+    probabilities[0, 0, 5:10] = 1.0  # every key of tile 1
+    canvas = layout.maps(probabilities, 0).reshape(3, 6)
+    assert canvas[:, 3:].sum() > 0 and canvas[:, :3].sum() == 0  # tile 1 of a tall image lands right of tile 0
+    rows = inputs["target"].nonzero()
+    _, maps = official.teacher_forced(inputs, [1, 3], rows)
+    assert maps.shape == (len(rows), 2, 4, 32 * 32)
+    with pytest.raises(ValueError, match="canvas="):
+        as_backbone(model, processor, canvas="square")
