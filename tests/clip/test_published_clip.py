@@ -49,9 +49,16 @@ def test_a_tag_loads_from_the_cache_with_its_preprocessing(hub_cache, tiny_tag):
     np.testing.assert_allclose(texts.fit_transform(list(captions)),
                                CLIPEmbedder(model_name=ARCH, pretrained=str(path), modality="text",
                                             device="cpu").fit_transform(list(captions)), rtol=0, atol=1e-6)
-    # the W-CLIP scorer (and ViLAMP's encoder) take such an embedder as it is
+    # the W-CLIP scorer and ViLAMP's video encoder take such an embedder as it is
     scorer = WhitenedCLIPScorer(embedder=CLIPEmbedder(model_name=ARCH, pretrained=TAG, device="cpu"))
     assert scorer.fit(images).score_samples(images).shape == (12,)
+    from skicml.video import CLIPVideoEncoder
+
+    clips = [(np.stack(images[:5]), "a red circle"), (np.stack(images[5:12]), "a blue square")]
+    video = CLIPVideoEncoder(embedder=CLIPEmbedder(model_name=ARCH, pretrained=TAG, device="cpu")).fit(clips)
+    assert video.image_embedder_.model_fingerprint_ == model.model_fingerprint_
+    np.testing.assert_allclose(video.transform_videos(clips)[0].frames, model.transform(np.stack(images[:5])),
+                               rtol=0, atol=1e-5)
 
 
 def test_an_empty_cache_names_the_download_command(hub_cache, tiny_tag):
