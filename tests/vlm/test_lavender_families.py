@@ -163,3 +163,26 @@ def test_mllamas_official_canvas_is_there_for_comparison_with_its_flaws(scenes):
     assert maps.shape == (len(rows), 2, 4, 32 * 32)
     with pytest.raises(ValueError, match="canvas="):
         as_backbone(model, processor, canvas="square")
+
+
+@pytest.mark.parametrize("family", ["llava_next", "llava_onevision"])
+def test_the_base_block_leads_each_any_resolution_image_and_the_newlines_close_the_canvas_rows(family):
+    # Lavender reads the first P x P image tokens as the base image: pin the layout transformers packs.
+    model, processor = built(family)
+    adapter = as_backbone(model, processor)
+    image = np.random.default_rng(0).integers(0, 255, (48, 40, 3), dtype=np.uint8)
+    inputs = adapter.build_inputs([image], [FAMILY_PROMPTS[family]])
+    with torch.no_grad():
+        features = model.model.get_image_features(inputs["pixel_values"], inputs["image_sizes"])[0]
+        hidden = model.model.vision_tower(inputs["pixel_values"][0, :1], output_hidden_states=True)
+        base = hidden.hidden_states[model.config.vision_feature_layer]
+        if model.config.vision_feature_select_strategy == "default":
+            base = base[:, 1:]
+        base = model.model.multi_modal_projector(base)[0]
+    side = adapter.image_grid[0]
+    assert len(features) == int((inputs["input_ids"] == adapter.image_token_id).sum())
+    torch.testing.assert_close(features[:side * side], base)
+    newline = (features == model.model.image_newline).all(-1).nonzero()[:, 0]
+    assert len(newline) and bool((newline >= side * side).all())
+    row = int(newline[0]) - side * side + 1  # w' + 1: each canvas row and its newline
+    assert newline.tolist() == [side * side + (r + 1) * row - 1 for r in range(len(newline))]
