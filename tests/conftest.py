@@ -1,6 +1,5 @@
 """Test-session settings that must be in place before skicml is imported."""
 
-import ipaddress
 import os
 import socket
 import subprocess
@@ -49,61 +48,16 @@ def torchrun():
 
 
 # ----------------------------------------------------------------- no network
-# The suite never touches the network: published models are read from caches
-# laid out on disk (the hub_cache fixture). Any connection to another machine
-# fails the test that made it, even when the caller swallows the error (as
-# huggingface_hub does when it falls back to its cache). Loopback and local
-# sockets stay allowed: the distributed tests talk to their own processes.
-_CONNECTIONS = []
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
+# Any connection to another machine fails the test that made it (see _network_guard.py).
+from _network_guard import _no_network, install  # noqa: E402, F401 - the autouse fixture, by its name here
 
-
-def _is_local(sock, address):
-    if sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return True  # AF_UNIX and friends never leave the machine
-    host = address[0] if isinstance(address, tuple) else address
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return False  # a host name that would be resolved: outside
-
-
-def _guarded(real):
-    def connect(self, address):
-        if not _is_local(self, address):
-            _CONNECTIONS.append(address)
-            raise ConnectionRefusedError(f"the test suite makes no network connection (tried {address!r})")
-        return real(self, address)
-
-    return connect
-
-
-socket.socket.connect = _guarded(_real_connect)
-socket.socket.connect_ex = _guarded(_real_connect_ex)
-
-
-@pytest.fixture(autouse=True)
-def _no_network():
-    """Fail the test that tried to reach another machine."""
-    _CONNECTIONS.clear()
-    yield
-    if _CONNECTIONS:
-        tried = list(_CONNECTIONS)
-        _CONNECTIONS.clear()
-        pytest.fail(f"the test tried to connect to {tried}; tests never touch the network", pytrace=False)
+install()
 
 
 @pytest.fixture
 def hub_cache(tmp_path, monkeypatch):
     """An empty Hugging Face hub cache and torch.hub folder, offline; ``.put(name, write)`` fills them."""
-    sys.path.insert(0, os.path.dirname(__file__))
-    try:
-        from _fake_hub import FakeHub
-    finally:
-        sys.path.remove(os.path.dirname(__file__))
+    from _fake_hub import FakeHub
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -7,7 +7,6 @@ downloader is replaced by one that writes into the cache as the real one does.
 
 import dataclasses
 import socket
-import sys
 
 import pytest
 import torch
@@ -120,7 +119,8 @@ def test_open_clip_pairs_resolve_through_open_clip():
 
 
 def test_the_socket_guard_refuses_other_machines_and_allows_loopback():
-    guard = sys.modules["conftest"]
+    from _network_guard import CONNECTIONS
+
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
@@ -128,5 +128,35 @@ def test_the_socket_guard_refuses_other_machines_and_allows_loopback():
             pass
     with pytest.raises(OSError, match="makes no network connection"):
         socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1: nothing would answer anyway
-    assert guard._CONNECTIONS == [("192.0.2.1", 443)]
-    guard._CONNECTIONS.clear()  # this test made it on purpose; any other test would now fail
+    assert CONNECTIONS == [("192.0.2.1", 443)]
+    CONNECTIONS.clear()  # this test made it on purpose; any other test would now fail
+
+
+def test_the_guard_fails_a_test_that_swallows_the_error(tmp_path, capsys, monkeypatch):
+    import _network_guard
+
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the inner run needs no installed plugin
+    (tmp_path / "test_inner.py").write_text(
+        "import socket\n"
+        "def test_swallows():\n"
+        "    try:\n"
+        "        socket.create_connection(('192.0.2.1', 80), timeout=1)\n"
+        "    except OSError:\n"
+        "        pass  # as a library falling back to its cache would\n"
+        "def test_stays_home():\n"
+        "    assert True\n")
+
+    class Outcomes:
+        seen = []
+
+        def pytest_runtest_logreport(self, report):
+            self.seen.append((report.nodeid.rsplit("::", 1)[-1], report.when, report.outcome))
+
+    outcomes = Outcomes()
+    code = pytest.main([str(tmp_path), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
+                       plugins=[_network_guard, outcomes])
+    capsys.readouterr()
+    assert code == pytest.ExitCode.TESTS_FAILED
+    assert ("test_swallows", "teardown", "failed") in outcomes.seen
+    assert all(outcome == "passed" for name, _, outcome in outcomes.seen if name == "test_stays_home")
+    assert _network_guard.CONNECTIONS == []
