@@ -81,9 +81,9 @@ def test_as_backbone_picks_the_familys_adapter_and_the_plain_one_refuses_it(fami
     assert type(adapter).__name__ == ADAPTERS[family] and adapter.family == family
     assert type(as_backbone((model, processor))) is type(adapter)
     assert adapter.layers[0] is adapter.language_model.layers[0] and adapter.lm_head is model.lm_head
-    if family not in ("llava_next", "llava_onevision"):  # decoding would be wrong or fail: refused, family named
-        with pytest.raises(ValueError, match=family):
-            HFLlavaAdapter(model, processor)
+    # The plain adapter refuses every family that has its own, naming it (Qwen and Mllama would decode wrongly).
+    with pytest.raises(ValueError, match=f"'{family}'.*as_backbone"):
+        HFLlavaAdapter(model, processor)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -197,3 +197,15 @@ def test_the_adapter_modules_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(f"skicml.vlm.{module}"), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(("family", "missing"), [("qwen2_vl", "multimodal rotary"), ("mllama", "cross-attention")])
+def test_an_unknown_family_is_refused_for_what_the_plain_adapter_lacks(family, missing):
+    model, processor = built(family)
+    model.config.model_type = "some_new_vlm"  # a family no adapter knows, built like this one
+    try:
+        with pytest.raises(ValueError, match=f"'some_new_vlm'.*{missing}"):
+            as_backbone(model, processor)
+    finally:
+        del model.config.model_type
+    assert model.config.model_type == family
