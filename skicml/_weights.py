@@ -272,15 +272,13 @@ class PublishedWeights:
         if self.url:
             target = self._url_target()
             return target if os.path.isfile(target) else None
-        from huggingface_hub import try_to_load_from_cache
-
-        cache = hub_cache_dir()
-        if not self.filenames:
-            folder = _cached_snapshot(cache, self.repo_id, self.revision)
-            return folder
+        # huggingface_hub's layout, read without it: a cached model loads where the library is absent.
+        snapshot = _cached_snapshot(hub_cache_dir(), self.repo_id, self.revision)
+        if snapshot is None or not self.filenames:
+            return snapshot
         for filename in self.filenames:
-            found = try_to_load_from_cache(self.repo_id, filename, cache_dir=cache, revision=self.revision)
-            if isinstance(found, str) and os.path.isfile(found):
+            found = os.path.join(snapshot, *filename.split("/"))
+            if os.path.isfile(found):
                 return found
         return None
 
@@ -325,8 +323,7 @@ class PublishedWeights:
             # torch.hub's downloader: a temporary file renamed into place, the hash prefix checked.
             torch.hub.download_url_to_file(self.url, target, hash_prefix=self.sha256 or None, progress=True)
             return target
-        import huggingface_hub
-
+        huggingface_hub = _import_hub(self.name)
         cache = hub_cache_dir()
         if not self.filenames:
             return huggingface_hub.snapshot_download(self.repo_id, revision=self.revision, cache_dir=cache,
@@ -343,6 +340,17 @@ class PublishedWeights:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _import_hub(name):
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ImportError(
+            f"Downloading the published model {name!r} needs huggingface_hub, which is not installed: "
+            "pip install huggingface_hub (or fetch it with `skicml download` where it is)."
+        ) from None
+    return huggingface_hub
+
+
 def _url_file_name(entry):
     # A URL's own file name (``pretrain.pth``) can be anyone's: the torch
     # cache keeps it under the published name, open_clip's under its own.
@@ -353,7 +361,10 @@ def _cached_snapshot(cache, repo_id, revision):
     folder = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
     ref = revision or "main"
     ref_file = os.path.join(folder, "refs", ref)
-    commit = open(ref_file).read().strip() if os.path.isfile(ref_file) else ref
+    commit = ref
+    if os.path.isfile(ref_file):
+        with open(ref_file, encoding="utf-8") as handle:
+            commit = handle.read().strip()
     snapshot = os.path.join(folder, "snapshots", commit)
     return snapshot if os.path.isdir(snapshot) and os.listdir(snapshot) else None
 
@@ -369,8 +380,11 @@ def hub_cache_dir():
             return os.path.expanduser(os.environ[variable])
     if os.environ.get("HF_HOME"):
         return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
-    from huggingface_hub import constants
-
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # its own default, for reading a cache without the library
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        return os.path.join(os.path.expanduser(home), "huggingface", "hub")
     return constants.HF_HUB_CACHE
 
 
@@ -378,8 +392,10 @@ def _hub_offline():
     value = os.environ.get("HF_HUB_OFFLINE")
     if value is not None:
         return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
-    from huggingface_hub import constants
-
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return False
     return bool(constants.HF_HUB_OFFLINE)
 
 

@@ -7,6 +7,7 @@ downloader is replaced by one that writes into the cache as the real one does.
 
 import dataclasses
 import socket
+import sys
 
 import pytest
 import torch
@@ -160,3 +161,15 @@ def test_the_guard_fails_a_test_that_swallows_the_error(tmp_path, capsys, monkey
     assert ("test_swallows", "teardown", "failed") in outcomes.seen
     assert all(outcome == "passed" for name, _, outcome in outcomes.seen if name == "test_stays_home")
     assert _network_guard.CONNECTIONS == []
+
+
+def test_a_cached_model_loads_without_huggingface_hub(hub_cache, monkeypatch):
+    name = "tabicl-classifier-v1.1-20250506.ckpt"
+    hub_cache.put(name, lambda path: torch.save({"config": {"v": 1.1}, "state_dict": {}}, path))
+    for module in [m for m in sys.modules if m == "huggingface_hub" or m.startswith("huggingface_hub.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import huggingface_hub now fails
+    assert _weights.load_weights(name)["config"] == {"v": 1.1}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    with pytest.raises(ImportError, match="needs huggingface_hub"):
+        _weights.fetch_published("tabicl-classifier-v2-20260212.ckpt")
