@@ -1,7 +1,8 @@
 """One command that checks and measures every CUDA path of skicml: ``python benchmarks/gpu_check.py``.
 
-GPU run (the exact command for the device tool; about 3-5 minutes on one H100,
-under eight by construction)::
+GPU run (the exact command for the device tool, from the repository root with
+the project's environment; about 3-5 minutes on one H100, under eight by
+construction: every child has a time limit and the whole run a budget)::
 
     python benchmarks/gpu_check.py --out $OUT
 
@@ -1120,7 +1121,7 @@ def render(report):
             f"{row['max_rel_err']:.1e}" if row.get("max_rel_err") is not None else "error",
             row.get("opcheck", ""), _fmt_ms(kernel), _fmt_ms(ref), row.get("library", ""), _fmt_ms(lib),
             f"{ref / kernel:.2f}x" if kernel and ref else "", row.get("bound", ""),
-            f"{100 * row['of_peak']:.1f}%" if row.get("of_peak") is not None else ""))
+            f"{100 * row['of_peak']:.2g}%" if row.get("of_peak") is not None else ""))
     lines.append(_rst_table(header, rows))
     if report.get("estimators"):
         lines += ["", f"Estimators at their test size, fitted on the CPU and on {report['estimators'][0]['device']}:",
