@@ -25,6 +25,8 @@ INSTALL_REQUIRES = [
     "networkx>=3.2",
     "skorch>=1.0",
     "tqdm>=4.64",
+    # fetches a published model by name into the standard cache (skicml/_weights.py); cached ones load without it.
+    "huggingface_hub>=0.20,<1.0",
 ]
 
 EXTRAS = {
