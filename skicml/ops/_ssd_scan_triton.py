@@ -16,12 +16,13 @@ to powers of two >= 16 with masked loads. Padded time steps read ``dt = 0``
 and zero ``x``, ``B``, ``C``: they neither decay nor feed the state.
 
 The chunk length is ``chunk_size`` rounded up to a power of two and clamped
-to [16, 64], and to at most 4096 / N (N rounded up to a power of two), so
-that the tiles fit in shared memory: 32 for N = 128, 16 for N = 256. This
-changes only the rounding, not the result. Accumulation is in float32 with
-exact (IEEE) float32 products in ``tl.dot``; float64 inputs never reach the
-kernel (the op runs its reference for them). The backward pass has no Triton
-kernel: on CUDA ``skicml::ssd_scan_backward`` runs the plain-torch reference.
+to [16, 64], and to at most 2048 / N (N rounded up to a power of two), so
+that the tiles fit in shared memory and registers: 32 for N = 64, 16 for
+N = 128 and 256. This changes only the rounding, not the result.
+Accumulation is in float32 with exact (IEEE) float32 products in
+``tl.dot``; float64 inputs never reach the kernel (the op runs its reference
+for them). The backward pass has no Triton kernel: on CUDA
+``skicml::ssd_scan_backward`` runs the plain-torch reference.
 
 Imported lazily (only when a CUDA tensor reaches the op, or by the tests under
 ``TRITON_INTERPRET=1``, which must be set before this module is imported).
@@ -120,15 +121,20 @@ def ssd_scan_triton(x, dt, A, B, C, D, chunk_size=64):
 
         return ssd_scan_reference(x, dt, A, B, C, D, chunk_size)
     block_n = _block(N, 16, MAX_STATE_SIZE)
-    # Shared memory grows with L * N: at L = 64 a state of 256 needs 378 KB
-    # on sm_90 (compiled ahead of time by benchmarks/gpu_check.py), more than
-    # any GPU has (227 KB on an H100, 163 KB on an A100), and 128 needs 214 KB.
-    # L * N <= 4096 keeps every width under 141 KB.
-    block_l = min(_block(chunk_size, 16, 64), max(16, 4096 // block_n))
+    # Shared memory and registers grow with L * N (sm_90, compiled ahead of
+    # time by benchmarks/gpu_check.py, P = 64): at L = 64 a state of 256
+    # needs 378 KB of shared memory, more than any GPU has (227 KB on an
+    # H100), 128 needs 214 KB (over an A100's 163 KB), and from N = 64 on
+    # ptxas spilled about 10 KB a thread. L * N <= 2048 on eight warps: 70-75
+    # KB of shared memory, and spills of 4.9 and 1.7 KB at N = 64 and 128 in
+    # float32, under 0.5 KB in bfloat16 (N = 256 at L = 16: 140 KB and still
+    # 9 KB of spills). N <= 32 keeps L = 64.
+    block_l = min(_block(chunk_size, 16, 64), max(16, 2048 // block_n))
     block_p = _block(P, 16, 64)
     # Seven (L, P)- or (L, N)-sized float32 tiles are live per chunk; spread
-    # the large ones over more threads (a guess, not tuned on a GPU yet).
-    num_warps = 8 if block_l * max(block_p, block_n) >= 4096 else 4
+    # the large ones over more threads (tuned on compile statistics, not yet
+    # timed on a GPU).
+    num_warps = 8 if block_n >= 64 or block_l * max(block_p, block_n) >= 4096 else 4
     grid = (batch * H, triton.cdiv(P, block_p))
     _ssd_scan_kernel[grid](
         x, dt, A, B, C, D, y, T, H, P, N,
