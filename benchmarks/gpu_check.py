@@ -1286,11 +1286,12 @@ def main(argv=None):
         print(f"[{time.perf_counter() - start:5.0f} s] compiling {what} for sm_{_H100}", flush=True)
         records = os.path.join(out_dir, ".gpu_check_launches.json")
         wanted = args.compile == "tiny"
-        _write_json(records, {"launches": [r for r in launches if r.get("executed", True) == wanted or "kernel" not in r]})
+        _write_json(records, {"launches": [r for r in launches
+                                            if r.get("executed", True) == wanted or "kernel" not in r]})
         compile_env = dict(env)
         compile_env.pop("TRITON_INTERPRET", None)
-        data = _run_child("compile", ["--launches", records], compile_env, min(COMPILE_CHILD_LIMIT_S, max(budget_left(), 10)), out_dir,
-                          "compile")
+        data = _run_child("compile", ["--launches", records], compile_env,
+                          min(COMPILE_CHILD_LIMIT_S, max(budget_left(), 10)), out_dir, "compile")
         os.path.exists(records) and os.remove(records)
         report["compile"] = data.get("compile", [])
         report["compile_scope"] = args.compile

@@ -86,7 +86,6 @@ def test_every_kernel_compiles_for_an_h100(dry_run):
     helpers = {name for name in jitted if any(f"{name}(" in source for other, source in jitted.items()
                                               if other != name)}
     assert set(jitted) - helpers == launched
-    assert len(jitted) == 21
 
 
 def test_the_estimators_agree_with_themselves_on_the_cpu(dry_run):
