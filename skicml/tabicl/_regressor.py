@@ -10,7 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import progress, seeded
 from ..utils.param_validation import Integral, Interval, StrOptions, fit_context
 from ..utils.validation import check_regression_targets
-from ._classifier import _PRECISIONS, _categorical_columns, _encode, _is_dataframe, _TabICLBase, load_tabicl_model
+from ._classifier import (FINETUNE_CONSTRAINTS, _PRECISIONS, _categorical_columns, _encode, _is_dataframe, _TabICLBase,
+                          load_tabicl_model)
 from ._encoding import TransformToNumerical
 from ._ensemble import EnsembleGenerator
 from ._inference import ROW_CHUNK, MemberContexts
@@ -84,6 +85,29 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         (the official ``kv_cache``), so that ``predict`` only runs the new
         rows. ``"auto"`` caches when that takes under 2 GB; without it every
         ``predict`` runs the training rows again.
+    finetune_epochs : int, default=0
+        Fine-tune the network on the training table before the in-context
+        ``fit`` (0: no fine-tuning, the pretrained network as it is). The
+        official recipe (``tabicl``'s ``Finetuned*`` estimators): episodes
+        drawn from the table, each a fresh context/query split of the rows
+        (20% queries) preprocessed like the ensemble's members, the network's
+        own training loss (the pinball loss over its quantile levels, targets
+        standardised by the context) on the queries, AdamW with warm-up and
+        cosine decay, early stopping on held-out rows; the best weights are
+        kept, the pretrained ones when no epoch beats them.
+        Up to 10,000 rows an epoch is one optimiser step (the official
+        default is 30 epochs). ``fit`` and ``predict`` then run as without
+        it, with all the rows as the context (the user guide's TabICL page,
+        "Fine-tuning", has the benchmark).
+    finetune_lr : float, default=1e-5
+        Peak learning rate of the fine-tuning (the official default).
+    finetune_validation_fraction : float, default=0.1
+        Share of the rows held out to score each epoch; they are
+        never in an episode (and are context rows again at inference).
+    finetune_patience : int or None, default=8
+        Stop after this many epochs without an improvement of the held-out
+        loss (by 1e-4); ``None`` runs every epoch. Either way the best
+        weights are kept.
     pretrained : str, path-like or None, default="tabicl-regressor-small"
         A shipped model name (``skicml info`` lists them), the path of a
         regression checkpoint on this machine (skicml's format or an official
@@ -128,6 +152,13 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         Members actually used (fewer when the data allows fewer distinct ones).
     y_mean_, y_scale_ : float
         The standardisation of the target the network sees.
+    n_finetune_steps_ : int
+        Optimiser steps of the fine-tuning (0 without it).
+    finetune_history_ : dict or None
+        ``None`` without fine-tuning, else ``"train_loss"`` and
+        ``"valid_loss"`` (per epoch), ``"pretrained_valid_loss"``,
+        ``"best_epoch"`` (0: the pretrained weights were kept) and
+        ``"kept_valid_loss"`` (the held-out loss of the kept weights).
 
     See Also
     --------
@@ -153,10 +184,12 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         "pca_components": [Interval(Integral, 1, None, closed="left"), None],
         "inference_precision": [StrOptions(set(_PRECISIONS))],
         "cache": [StrOptions({"auto"}), "boolean"],
+        **FINETUNE_CONSTRAINTS,
     }
 
     def __init__(self, n_estimators=8, norm_methods=None, feat_shuffle_method="latin", outlier_threshold=4.0,
                  batch_size=8, max_context=None, pca_components=None, inference_precision="float32", cache="auto",
+                 finetune_epochs=0, finetune_lr=1e-5, finetune_validation_fraction=0.1, finetune_patience=8,
                  pretrained=DEFAULT_REGRESSION_MODEL, model_path=None, device="auto", random_state=None,
                  n_jobs=None, verbose="auto"):
         self.n_estimators = n_estimators
@@ -168,6 +201,10 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
         self.pca_components = pca_components
         self.inference_precision = inference_precision
         self.cache = cache
+        self.finetune_epochs = finetune_epochs
+        self.finetune_lr = finetune_lr
+        self.finetune_validation_fraction = finetune_validation_fraction
+        self.finetune_patience = finetune_patience
         self.pretrained = pretrained
         self.model_path = model_path
         self.device = device
@@ -235,6 +272,7 @@ class TabICLRegressor(RegressorMixin, _TabICLBase):
             self._y_train = y_scaled
             # No informative column: the target's distribution is the answer.
             self._fallback_ = self.ensemble_.n_features_out_ == 0
+            self._finetune(X_num, y_scaled, 0, seed)
             if not self._fallback_:
                 with torch.inference_mode():
                     self.context_ = MemberContexts(self.model_, self.ensemble_, y_scaled[None], cache=self.cache,
