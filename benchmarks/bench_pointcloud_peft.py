@@ -21,6 +21,23 @@ over seeds, the trainable share of the parameters, and each method's
 accuracy minus full fine-tuning's. ``--random-backbone`` adds GAPrompt and
 full fine-tuning on a backbone with random weights (does pretraining help?).
 
+``--head-hidden``, ``--adapter-dim`` and ``--shift-net-width`` set the new
+modules' widths (default: the estimator's, which follow the backbone's
+width); ``--head-hidden 128 --adapter-dim 16 --shift-net-width 64`` is the
+budget before they did (7.65% of the parameters trained instead of 2.45%).
+
+``--ladder`` runs GAPrompt's components one step at a time instead of the
+methods: adapters alone, + deep token prompts, + prompt propagation, + point
+prompts and the Shift Prompter (GAPrompt), and prints each step's gain with
+its sign per seed.
+
+``--few-shot N_WAY K_SHOT`` runs the official few-shot protocol
+(``cfgs/fewshot.yaml``: n-way k-shot, 10 folds, 20 test clouds per class) on
+the synthetic clouds: per fold, ``N_WAY`` of the ten classes drawn at random,
+``K_SHOT`` training clouds and 20 test clouds of each; no validation split
+(the last epoch is kept; the official runner keeps the best test epoch).
+Printed: accuracy mean and standard deviation over the folds.
+
 ``--speed`` times instead one training step (forward, backward, AdamW on the
 trainable parameters) and one eval forward of each method's network on a
 batch of 32 clouds at the default size (512 points, 64 groups of 16), as
@@ -37,12 +54,28 @@ from skicml.pointcloud import GAPromptClassifier
 
 METHODS = ("gaprompt", "full", "linear", "prompt", "adapter")
 
+#: GAPrompt's components one at a time, as public parameters of the estimator.
+LADDER = {
+    "adapters": dict(peft="adapter"),
+    "+ deep prompts": dict(shift_net=False, n_point_prompts=0, propagation=None),
+    "+ propagation": dict(shift_net=False, n_point_prompts=0),
+    "+ point prompts, shift": dict(),
+}
 
-def run(method, seed, data, args, pretrained):
+
+def widths(args):
+    """The widths asked for on the command line (the others follow the backbone's width)."""
+    asked = {"head_hidden": args.head_hidden, "adapter_dim": args.adapter_dim,
+             "shift_net_width": args.shift_net_width}
+    return {name: value for name, value in asked.items() if value is not None}
+
+
+def run(method, seed, data, args, pretrained, validation_fraction=0.1, **params):
     model = GAPromptClassifier(
-        pretrained=pretrained, peft=method, n_points=args.n_points, n_groups=args.n_groups,
+        pretrained=pretrained, **({"peft": method} | params), n_points=args.n_points, n_groups=args.n_groups,
         group_size=args.group_size, max_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-        warmup_epochs=max(1, args.epochs // 10), validation_fraction=0.1, device="cpu", random_state=seed,
+        warmup_epochs=max(1, args.epochs // 10), validation_fraction=validation_fraction, device="cpu",
+        random_state=seed, **widths(args),
     )
     start = time.perf_counter()
     model.fit(data["train"].points, data["train"].target)
@@ -63,7 +96,7 @@ def speed(args):
     times = {}
     for method in args.methods:
         backbone, _ = resolve_backbone(args.pretrained, num_group=64, group_size=16)
-        network = GAPromptNetwork(backbone, 10, peft=method)
+        network = GAPromptNetwork(backbone, 10, peft=method, **widths(args))
         optimizer = torch.optim.AdamW(network.trainable_parameters(), lr=1e-4)
 
         def step(network=network, optimizer=optimizer):
@@ -87,6 +120,70 @@ def speed(args):
         print(f"{method:10s} {train_s:12.3f} {train_s / base[0]:8.2f}x {eval_s:10.3f} {eval_s / base[1]:8.2f}x")
 
 
+def _data(args, seed, n_classes=10):
+    return {
+        "train": make_point_clouds(n_classes * args.train_per_class, n_points=args.n_points, variant=args.variant,
+                                   random_state=1000 + seed),
+        "test": make_point_clouds(n_classes * args.test_per_class, n_points=args.n_points, variant=args.variant,
+                                  random_state=2000 + seed),
+    }
+
+
+def ladder(args):
+    rows = {name: [] for name in LADDER}
+    for seed in args.seeds:
+        data = _data(args, seed)
+        for name, params in LADDER.items():
+            result = run("gaprompt", seed, data, args, args.pretrained, **params)
+            rows[name].append(result)
+            print(f"seed {seed} {name:24s} accuracy {result['accuracy']:.3f}  trainable {result['ratio']:.2%}  "
+                  f"best epoch {result['best_epoch']} of {args.epochs}  {result['seconds']:.0f} s", flush=True)
+    print(f"\nthe component ladder: {args.variant} clouds, {args.n_points} points, {args.train_per_class} training / "
+          f"{args.test_per_class} test clouds per class, {args.epochs} epochs, seeds {args.seeds}, backbone "
+          f"{args.pretrained}")
+    print(f"{'step':24s} {'accuracy':>16s} {'trainable':>10s} {'gain':>7s}  gain per seed   best epochs")
+    previous = None
+    for name, results in rows.items():
+        acc = np.array([r["accuracy"] for r in results])
+        gains = acc - previous if previous is not None else None
+        gain = f"{gains.mean():+.3f}" if gains is not None else "-"
+        per_seed = " ".join(f"{g:+.3f}" for g in gains) if gains is not None else "-"
+        epochs = " ".join(str(r["best_epoch"]) for r in results)
+        print(f"{name:24s} {acc.mean():8.3f} +- {acc.std():.3f} {results[0]['ratio']:10.2%} {gain:>7s}  "
+              f"{per_seed:14s}  {epochs}")
+        previous = acc
+
+
+def few_shot(args):
+    n_way, k_shot = args.few_shot
+    n_classes, n_test = 10, 20
+    if not 2 <= n_way <= n_classes:
+        raise SystemExit(f"--few-shot: N_WAY must lie in [2, {n_classes}], got {n_way}.")
+    pool = {
+        "train": make_point_clouds(n_classes * max(k_shot, 1) * 4, n_points=args.n_points, variant=args.variant,
+                                   random_state=3000),
+        "test": make_point_clouds(n_classes * n_test * 4, n_points=args.n_points, variant=args.variant,
+                                  random_state=4000),
+    }
+    results = {method: [] for method in args.methods}
+    for fold in range(args.folds):
+        rng = np.random.default_rng(fold)
+        classes = np.sort(rng.choice(n_classes, n_way, replace=False))
+        fold_data = {}
+        for split, per_class in (("train", k_shot), ("test", n_test)):
+            index = np.concatenate([rng.choice(np.flatnonzero(pool[split].target == c), per_class, replace=False)
+                                    for c in classes])
+            fold_data[split] = argparse.Namespace(points=pool[split].points[index], target=pool[split].target[index])
+        for method in args.methods:
+            result = run(method, fold, fold_data, args, args.pretrained, validation_fraction=None)
+            results[method].append(result["accuracy"])
+            print(f"fold {fold} {method:10s} accuracy {result['accuracy']:.3f}  {result['seconds']:.0f} s", flush=True)
+    print(f"\n{n_way}-way {k_shot}-shot, {args.folds} folds, {n_test} test clouds per class, {args.variant} clouds, "
+          f"{args.n_points} points, {args.epochs} epochs, backbone {args.pretrained}")
+    for method, accs in results.items():
+        print(f"{method:10s} {np.mean(accs):.3f} +- {np.std(accs):.3f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
@@ -104,6 +201,12 @@ def main(argv=None):
     parser.add_argument("--random-backbone", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--speed", action="store_true", help="time one step per method instead")
+    parser.add_argument("--head-hidden", type=int, default=None)
+    parser.add_argument("--adapter-dim", type=int, default=None)
+    parser.add_argument("--shift-net-width", type=int, default=None)
+    parser.add_argument("--ladder", action="store_true", help="GAPrompt's components one step at a time")
+    parser.add_argument("--few-shot", nargs=2, type=int, metavar=("N_WAY", "K_SHOT"))
+    parser.add_argument("--folds", type=int, default=10)
     args = parser.parse_args(argv)
 
     import torch
@@ -111,18 +214,17 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     if args.speed:
         return speed(args)
+    if args.few_shot:
+        return few_shot(args)
+    if args.ladder:
+        return ladder(args)
     n_classes = 10
     rows = []
     runs = [(m, args.pretrained) for m in args.methods]
     if args.random_backbone:
         runs += [(m, None) for m in ("gaprompt", "full") if m in args.methods]
     for seed in args.seeds:
-        data = {
-            "train": make_point_clouds(n_classes * args.train_per_class, n_points=args.n_points,
-                                       variant=args.variant, random_state=1000 + seed),
-            "test": make_point_clouds(n_classes * args.test_per_class, n_points=args.n_points,
-                                      variant=args.variant, random_state=2000 + seed),
-        }
+        data = _data(args, seed, n_classes)
         for method, pretrained in runs:
             result = run(method, seed, data, args, pretrained)
             label = method if pretrained is not None else f"{method} (random backbone)"

@@ -164,12 +164,19 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         Use the Point Shift Prompter and its shape vector.
     shift_scale : float, default=0.2
         ``x' = x + shift_scale * delta(x) * x`` (the paper: 0.05 to 0.8).
+    shift_net_width : int or None, default=None
+        Widest layer of the Point Shift Prompter (the official 64; its other
+        layers and the shape MLP scale with it). None follows the
+        backbone's width: ``round(64 * trans_dim / 384)``, 21 on the shipped
+        backbone.
     n_token_prompts : int, default=10
         Deep token prompts per prompted block.
     prompt_depth : int or None, default=None
         Blocks with token prompts; None is half the backbone's depth.
-    adapter_dim : int, default=16
-        Bottleneck width of the adapters (0: none).
+    adapter_dim : int or None, default=None
+        Bottleneck width of the adapters (0: none). None follows the
+        backbone's width: ``round(16 * trans_dim / 384)``, the official 16
+        on Point-MAE's width 384, 5 on the shipped width-128 backbone.
     adapter_scale : float, default=0.7
     shape_feature_weight : float, default=0.5
         Weight of the shape vector added to prompts and adapter inputs.
@@ -178,8 +185,12 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
     interp_neighbors : int or None, default=3
         Neighbours of the inverse-distance interpolations (None: all of the
         coarser points, as the official prompt propagation).
-    head_hidden : int, default=128
-        Width of the head's two hidden layers (0: a linear head).
+    head_hidden : int or None, default=None
+        Width of the head's two hidden layers (0: a linear head). None is a
+        third of the backbone's width (43 on the shipped backbone, 128 on
+        a width-384 one; the official head is 256 wide): the head is the
+        largest new module, and this keeps GAPrompt's trainable share at
+        the paper's (2.2-2.8%) on the shipped backbone.
     head_dropout : float, default=0.5
     peft : {"gaprompt", "linear", "full", "prompt", "adapter"}, default="gaprompt"
     freeze_backbone_bn : bool, default=True
@@ -259,6 +270,10 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
     (3,)
     >>> round(model.trainable_ratio_, 3) < 0.2
     True
+
+    On the shipped width-128 backbone the defaults train 2.5% of the
+    parameters, the paper's share; the official widths (a 256-wide head,
+    adapters of 16, a Shift Prompter of width 64) are explicit parameters.
     """
 
     _parameter_constraints = {
@@ -271,15 +286,16 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         "point_prompt_factor": [Interval(Real, None, None, closed="neither")],
         "shift_net": ["boolean"],
         "shift_scale": [Interval(Real, None, None, closed="neither")],
+        "shift_net_width": [Interval(Integral, 2, None, closed="left"), None],
         "n_token_prompts": [Interval(Integral, 0, None, closed="left")],
         "prompt_depth": [Interval(Integral, 0, None, closed="left"), None],
-        "adapter_dim": [Interval(Integral, 0, None, closed="left")],
+        "adapter_dim": [Interval(Integral, 0, None, closed="left"), None],
         "adapter_scale": [Interval(Real, None, None, closed="neither")],
         "shape_feature_weight": [Interval(Real, None, None, closed="neither")],
         "propagation": [StrOptions({"after_attention", "before_attention"}), None],
         "propagation_weight": [Interval(Real, None, None, closed="neither")],
         "interp_neighbors": [Interval(Integral, 1, None, closed="left"), None],
-        "head_hidden": [Interval(Integral, 0, None, closed="left")],
+        "head_hidden": [Interval(Integral, 0, None, closed="left"), None],
         "head_dropout": [Interval(Real, 0, 1, closed="left")],
         "peft": [StrOptions(set(PEFT_METHODS))],
         "freeze_backbone_bn": ["boolean"],
@@ -294,9 +310,9 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
 
     def __init__(self, pretrained="tiny-pointmae", n_points=512, n_groups=64, group_size=16, n_point_prompts=5,
                  point_prompt_range=0.01, point_prompt_factor=5.0, shift_net=True, shift_scale=0.2,
-                 n_token_prompts=10, prompt_depth=None, adapter_dim=16, adapter_scale=0.7,
+                 shift_net_width=None, n_token_prompts=10, prompt_depth=None, adapter_dim=None, adapter_scale=0.7,
                  shape_feature_weight=0.5, propagation="after_attention", propagation_weight=0.3,
-                 interp_neighbors=3, head_hidden=128, head_dropout=0.5, peft="gaprompt", freeze_backbone_bn=True,
+                 interp_neighbors=3, head_hidden=None, head_dropout=0.5, peft="gaprompt", freeze_backbone_bn=True,
                  zero_init=False, normalize=True, augment="rotate_y", max_epochs=60, batch_size=32, lr=5e-4,
                  weight_decay=0.05, warmup_epochs=5, validation_fraction=0.1, n_iter_no_change=None,
                  dtype="float32", device="auto", random_state=None, verbose="auto"):
@@ -309,6 +325,7 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         self.point_prompt_factor = point_prompt_factor
         self.shift_net = shift_net
         self.shift_scale = shift_scale
+        self.shift_net_width = shift_net_width
         self.n_token_prompts = n_token_prompts
         self.prompt_depth = prompt_depth
         self.adapter_dim = adapter_dim
@@ -382,7 +399,8 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         with seeded(seed):
             network = GAPromptNetwork(
                 backbone, len(self.classes_), peft=self.peft, shift_net=self.shift_net,
-                shift_scale=self.shift_scale, n_point_prompts=self.n_point_prompts,
+                shift_scale=self.shift_scale, shift_net_width=self.shift_net_width,
+                n_point_prompts=self.n_point_prompts,
                 point_prompt_range=self.point_prompt_range, point_prompt_factor=self.point_prompt_factor,
                 n_token_prompts=self.n_token_prompts, prompt_depth=self.prompt_depth,
                 adapter_dim=self.adapter_dim, adapter_scale=self.adapter_scale,

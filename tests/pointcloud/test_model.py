@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -29,7 +31,7 @@ def _tiny_backbone(seed=0, **kwargs):
 def _network(peft="gaprompt", seed=0, **kwargs):
     backbone = _tiny_backbone(seed)
     torch.manual_seed(seed + 1)
-    return GAPromptNetwork(backbone, 4, peft=peft, head_hidden=8, **kwargs)
+    return GAPromptNetwork(backbone, 4, peft=peft, **({"head_hidden": 8} | kwargs))
 
 
 @settings(max_examples=30, deadline=None)
@@ -196,3 +198,71 @@ def test_point_mae_loss_trains_down():
 def test_prompt_depth_beyond_the_backbone_is_refused():
     with pytest.raises(ValueError, match="prompt_depth=5 must lie in"):
         _network(prompt_depth=5)
+
+
+def test_default_widths_follow_the_backbone_and_are_the_official_at_width_384():
+    from skicml.pointcloud._model import PAPER_WIDTHS, default_widths
+
+    assert default_widths(384) == {"head_hidden": 128, "adapter_dim": 16, "shift_net_width": 64}
+    assert default_widths(128) == {"head_hidden": 43, "adapter_dim": 5, "shift_net_width": 21}
+    assert PAPER_WIDTHS["head_hidden"] == 256
+    net = _network(head_hidden=None)
+    assert net.widths == {"head_hidden": 5, "adapter_dim": 1, "shift_net_width": 3}  # a width-16 backbone
+
+
+@pytest.mark.parametrize("groups", [(32, 16), (64, 16), (128, 32)])
+def test_the_shipped_architecture_trains_the_papers_share(groups):
+    # The shipped backbone's architecture (width 128, six blocks): GAPrompt's
+    # defaults train at most 3% of the parameters (the paper: 2.2-2.8%); the
+    # official widths trained 7.65-8% of them.
+    torch.manual_seed(0)
+    backbone = PointMAEBackbone(128, 6, 4, *groups)
+
+    def share(**widths):
+        net = GAPromptNetwork(backbone, 10, **widths)
+        return sum(p.numel() for p in net.trainable_parameters()) / sum(p.numel() for p in net.parameters())
+
+    assert 0.02 < share() <= 0.03
+    assert share(head_hidden=128, adapter_dim=16, shift_net_width=64) > 0.075
+
+
+def test_a_narrower_shift_net_scales_every_layer():
+    wide, narrow = ShiftNet(64, 16, width=64), ShiftNet(64, 16, width=32)
+    assert narrow.shape_dim == 32 * 4 and wide.shape_dim == 32 * 8
+    assert narrow.mlp_position[0].in_features == 16 and narrow.mlp_position[0].out_features == 32
+    assert sum(p.numel() for p in narrow.parameters()) < sum(p.numel() for p in wide.parameters()) / 3
+
+
+def _conv_encoder(encoder, neighbourhoods):
+    """The official Encoder's forward: 1x1 convolutions over (BG, C, M) and maxima over the group."""
+    batch, groups, size, _ = neighbourhoods.shape
+    feature = encoder.first_conv(neighbourhoods.reshape(batch * groups, size, 3).transpose(1, 2))
+    pooled = torch.max(feature, dim=2, keepdim=True)[0]
+    feature = encoder.second_conv(torch.cat([pooled.expand(-1, -1, size), feature], dim=1))
+    return torch.max(feature, dim=2)[0].reshape(batch, groups, -1)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_mini_pointnet_is_the_official_encoder_with_its_gradient(training):
+    backbone = _tiny_backbone().double()
+    encoder = backbone.encoder.train(training)
+    reference = copy.deepcopy(encoder)
+    neighbourhoods = (0.1 * torch.randn(2, 5, 8, 3, dtype=torch.float64)).requires_grad_()
+    mine = neighbourhoods.detach().clone().requires_grad_()
+    out, expected = encoder(mine), _conv_encoder(reference, neighbourhoods)
+    torch.testing.assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(mine.grad, neighbourhoods.grad)
+    for a, b in zip(encoder.buffers(), reference.buffers()):   # the same batch-norm statistics
+        torch.testing.assert_close(a, b)
+
+
+def test_frozen_parameters_get_no_gradient_but_the_geometry_prompts_do():
+    # As in the official code, the shift prompter and the point prompts learn through the frozen
+    # mini-PointNet (the gathers of the grouping are differentiable); the frozen weights get no gradient.
+    net = _network().train()
+    net(_clouds()).logsumexp(dim=1).mean().backward()
+    assert all(p.grad is None for p in net.backbone.parameters())
+    assert net.point_prompt.grad is not None and net.point_prompt.grad.abs().sum() > 0
+    assert all(p.grad is not None for p in net.shift_net.mlp_position.parameters())
