@@ -11,6 +11,13 @@ Metrics: accuracy, log loss, ROC AUC (one-vs-rest, macro); mean rank over
 datasets (1 = best) per training size.
 
     python benchmarks/bench_tabicl_accuracy.py --sizes 128 512 1024 --splits 5 --n-jobs 2
+
+``--finetune`` compares the shipped model frozen with the same model
+fine-tuned on each training table (``finetune_epochs``, the official recipe
+of :mod:`skicml.tabicl._finetune`), both seeded with the split's index (so
+``--splits 3`` is three seeds), and leaves out the other baselines:
+
+    python benchmarks/bench_tabicl_accuracy.py --finetune --sizes 512 --splits 3 --n-jobs 1
 """
 
 import argparse
@@ -57,8 +64,17 @@ def load_datasets(max_classes=None):
     return sets
 
 
-def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16, precision="float32"):
+def make_methods(n_estimators, model_path=None, temperature="auto", pca_components=16, precision="float32",
+                 finetune=None, seed=0):
     from skicml import TabICLClassifier
+
+    if finetune is not None:
+        def tabicl(**options):
+            return lambda X: TabICLClassifier(n_estimators=n_estimators, model_path=model_path, random_state=seed,
+                                              softmax_temperature=temperature, pca_components=pca_components,
+                                              inference_precision=precision, device="cpu", **options)
+
+        return {"TabICL": tabicl(), "TabICL-finetuned": tabicl(**finetune)}
 
     def logistic(X):
         cats = categorical_columns(X)
@@ -79,7 +95,7 @@ def make_methods(n_estimators, model_path=None, temperature="auto", pca_componen
 
 
 def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, temperature="auto",
-             pca_components=16, precision="float32"):
+             pca_components=16, precision="float32", finetune=None):
     one_thread_per_job()
     rows = []
     X_train, X_test = X.iloc[train_idx], X.iloc[test_idx]
@@ -87,7 +103,8 @@ def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_p
     labels = np.unique(y_train)
     keep = np.isin(y_test, labels)
     X_test, y_test = X_test[keep], y_test[keep]
-    for method, build in make_methods(n_estimators, model_path, temperature, pca_components, precision).items():
+    methods = make_methods(n_estimators, model_path, temperature, pca_components, precision, finetune, seed=split)
+    for method, build in methods.items():
         start = time.perf_counter()
         model = build(X_train).fit(X_train, y_train)
         proba = model.predict_proba(X_test)
@@ -104,6 +121,8 @@ def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_p
                          accuracy=accuracy_score(y_test, pred),
                          log_loss=log_loss(y_test, np.clip(proba, 1e-15, 1), labels=model.classes_),
                          roc_auc=auc, seconds=seconds))
+        if getattr(model, "finetune_history_", None) is not None:
+            rows[-1].update(finetune_steps=model.n_finetune_steps_, best_epoch=model.finetune_history_["best_epoch"])
     return rows
 
 
@@ -150,6 +169,25 @@ def summarise(results):
     return "\n".join(lines)
 
 
+def finetune_summary(results):
+    """Per dataset: the fine-tuned model's change of each metric over the frozen one, mean over splits."""
+    frame = pd.DataFrame(results)
+    metrics = ["accuracy", "log_loss", "roc_auc"]
+    wide = frame.pivot_table(index=["size", "dataset", "split"], columns="method", values=metrics)
+    delta = pd.DataFrame({m: wide[m, "TabICL-finetuned"] - wide[m, "TabICL"] for m in metrics})
+    tuned = frame[frame.method == "TabICL-finetuned"].set_index(["size", "dataset", "split"])
+    delta["kept pretrained"] = (tuned["best_epoch"] == 0).astype(float)
+    per_dataset = delta.groupby(level=["size", "dataset"]).mean()
+    lines = ["\nfine-tuned minus frozen (mean over splits; 'kept pretrained': share of fits whose held-out loss "
+             "never improved)"]
+    lines.append(per_dataset.to_string(float_format=lambda v: f"{v:+.4f}"))
+    wins = (per_dataset["log_loss"] < 0).groupby(level="size").sum()
+    for size, block in per_dataset.groupby(level="size"):
+        lines.append(f"n_train = {size}: log loss lower on {int(wins[size])} of {len(block)} datasets; mean change "
+                     + ", ".join(f"{m} {block[m].mean():+.4f}" for m in metrics))
+    return "\n".join(lines)
+
+
 def main():
     parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=32)
     parser.add_argument("--max-classes", type=int, default=None)
@@ -160,7 +198,12 @@ def main():
                         help="TabICL's pca_components: a number (16 is the default) or 'none' for the paper's ensemble")
     parser.add_argument("--inference-precision", default="float32", choices=["float32", "float64", "bfloat16"],
                         help="TabICL's inference_precision")
+    parser.add_argument("--finetune", action="store_true",
+                        help="compare the frozen model with the model fine-tuned on each training table")
+    parser.add_argument("--finetune-epochs", type=int, default=30, help="finetune_epochs of --finetune")
+    parser.add_argument("--finetune-lr", type=float, default=1e-5, help="finetune_lr of --finetune")
     args = parser.parse_args()
+    finetune = dict(finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr) if args.finetune else None
     pca_components = None if args.pca_components.lower() == "none" else int(args.pca_components)
     temperature = args.softmax_temperature if args.softmax_temperature == "auto" else float(args.softmax_temperature)
     datasets = load_datasets(args.max_classes)
@@ -172,9 +215,12 @@ def main():
     start = time.perf_counter()
     results = run_jobs(evaluate, jobs(datasets, args.sizes, args.splits, args.max_test), args.n_jobs, args.out,
                        n_estimators=args.n_estimators, model_path=args.model_path, temperature=temperature,
-                       pca_components=pca_components, precision=args.inference_precision)
+                       pca_components=pca_components, precision=args.inference_precision, finetune=finetune)
     print(summarise(results))
-    print(f"\n{len(results) // 4} evaluations in {time.perf_counter() - start:.0f} s")
+    if finetune is not None:
+        print(finetune_summary(results))
+    n_methods = len({row["method"] for row in results}) or 1
+    print(f"\n{len(results) // n_methods} evaluations in {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,13 @@ TabICLRegressor also the pinball loss over the quantile levels 0.1..0.9
 The baselines do not change when a model does: ``--methods RidgeCV
 HistGradientBoosting RandomForest --out baselines.json`` once, then
 ``--methods TabICL --merge baselines.json`` summarises a model beside them.
+
+``--finetune`` compares the shipped model frozen with the same model
+fine-tuned on each training table (``finetune_epochs``, the official recipe
+of :mod:`skicml.tabicl._finetune`), both seeded with the split's index (so
+``--splits 3`` is three seeds), and leaves out the other baselines:
+
+    python benchmarks/bench_tabicl_regression.py --finetune --sizes 512 --splits 3 --n-jobs 1
 """
 
 import argparse
@@ -85,8 +92,19 @@ def load_datasets():
     return sets
 
 
-def make_methods(n_estimators, model_path=None, precision="float32"):
+def make_methods(n_estimators, model_path=None, precision="float32", finetune=None, seed=0):
     from sklearn.impute import SimpleImputer
+
+    if finetune is not None:
+        def tuned(**options):
+            def build(X):
+                from skicml import TabICLRegressor
+
+                return TabICLRegressor(n_estimators=n_estimators, model_path=model_path, random_state=seed,
+                                       inference_precision=precision, device="cpu", **options)
+            return build
+
+        return {"TabICL": tuned(), "TabICL-finetuned": tuned(**finetune)}
 
     def tabicl(X):
         from skicml import TabICLRegressor
@@ -116,13 +134,13 @@ def _pinball(y, quantiles, levels):
 
 
 def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_path=None, precision="float32",
-             methods=None):
+             methods=None, finetune=None):
     one_thread_per_job()
     rows = []
     X_train, X_test = X.iloc[train_idx], X.iloc[test_idx]
     y_train, y_test = y[train_idx], y[test_idx]
     scale = y_test.std() or 1.0
-    for method, build in make_methods(n_estimators, model_path, precision).items():
+    for method, build in make_methods(n_estimators, model_path, precision, finetune, seed=split).items():
         if methods and method not in methods:
             continue
         start = time.perf_counter()
@@ -131,11 +149,13 @@ def evaluate(name, X, y, size, split, train_idx, test_idx, n_estimators, model_p
         row = dict(dataset=name, size=size, split=split, method=method,
                    rmse=float(np.sqrt(np.mean((pred - y_test) ** 2)) / scale),
                    r2=float(1 - np.mean((pred - y_test) ** 2) / np.var(y_test)))
-        if method == "TabICL":
+        if method.startswith("TabICL"):
             quantiles = model.predict(X_test, output="quantiles", alphas=LEVELS)
             row["pinball"] = _pinball(y_test, quantiles, LEVELS) / scale
             row["coverage80"] = float(np.mean((y_test >= quantiles[:, 0]) & (y_test <= quantiles[:, -1])))
         row["seconds"] = time.perf_counter() - start
+        if getattr(model, "finetune_history_", None) is not None:
+            row.update(finetune_steps=model.n_finetune_steps_, best_epoch=model.finetune_history_["best_epoch"])
         rows.append(row)
     return rows
 
@@ -174,6 +194,24 @@ def summarise(results):
     return "\n".join(lines)
 
 
+def finetune_summary(results):
+    """Per dataset: the fine-tuned model's change of each metric over the frozen one, mean over splits."""
+    frame = pd.DataFrame(results)
+    metrics = ["rmse", "r2", "pinball", "coverage80"]
+    wide = frame.pivot_table(index=["size", "dataset", "split"], columns="method", values=metrics)
+    delta = pd.DataFrame({m: wide[m, "TabICL-finetuned"] - wide[m, "TabICL"] for m in metrics})
+    tuned = frame[frame.method == "TabICL-finetuned"].set_index(["size", "dataset", "split"])
+    delta["kept pretrained"] = (tuned["best_epoch"] == 0).astype(float)
+    per_dataset = delta.groupby(level=["size", "dataset"]).mean()
+    lines = ["\nfine-tuned minus frozen (mean over splits; 'kept pretrained': share of fits whose held-out loss "
+             "never improved)"]
+    lines.append(per_dataset.to_string(float_format=lambda v: f"{v:+.4f}"))
+    for size, block in per_dataset.groupby(level="size"):
+        lines.append(f"n_train = {size}: pinball lower on {int((block['pinball'] < 0).sum())} of {len(block)} "
+                     "datasets; mean change " + ", ".join(f"{m} {block[m].mean():+.4f}" for m in metrics))
+    return "\n".join(lines)
+
+
 def main():
     parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=8)
     parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
@@ -183,18 +221,25 @@ def main():
     parser.add_argument("--model-path", default=None,
                         help="a TabICL regression checkpoint to measure instead of the shipped one")
     parser.add_argument("--inference-precision", default="float32", choices=["float32", "float64", "bfloat16"])
+    parser.add_argument("--finetune", action="store_true",
+                        help="compare the frozen model with the model fine-tuned on each training table")
+    parser.add_argument("--finetune-epochs", type=int, default=30, help="finetune_epochs of --finetune")
+    parser.add_argument("--finetune-lr", type=float, default=1e-5, help="finetune_lr of --finetune")
     args = parser.parse_args()
+    finetune = dict(finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr) if args.finetune else None
     datasets = load_datasets()
     if args.datasets:
         datasets = {k: v for k, v in datasets.items() if k in args.datasets}
     start = time.perf_counter()
     results = run_jobs(evaluate, jobs(datasets, args.sizes, args.splits, args.max_test), args.n_jobs, args.out,
                        n_estimators=args.n_estimators, model_path=args.model_path,
-                       precision=args.inference_precision, methods=args.methods)
+                       precision=args.inference_precision, methods=args.methods, finetune=finetune)
     for path in args.merge:
         with open(path) as handle:
             results += [row for row in json.load(handle) if row["dataset"] in datasets and row["size"] in args.sizes]
     print(summarise(results))
+    if finetune is not None:
+        print(finetune_summary(results))
     print(f"\n{len(datasets)} datasets, {time.perf_counter() - start:.0f} s")
 
 
