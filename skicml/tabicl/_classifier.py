@@ -350,8 +350,8 @@ class TabICLClassifier(ClassifierMixin, _TabICLBase):
         no epoch beats them.
         Up to 10,000 rows an epoch is one optimiser step (the official
         default is 30 epochs). ``fit`` and ``predict`` then run as without
-        it, with all the rows as the context (the user guide's TabICL page,
-        "Fine-tuning", has the benchmark).
+        it, with all the rows as the context. See :ref:`tabicl_finetuning`
+        (with the benchmark against the frozen model).
     finetune_lr : float, default=1e-5
         Peak learning rate of the fine-tuning (the official default).
     finetune_validation_fraction : float, default=0.1
