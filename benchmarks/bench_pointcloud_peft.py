@@ -24,7 +24,7 @@ full fine-tuning on a backbone with random weights (does pretraining help?).
 ``--head-hidden``, ``--adapter-dim`` and ``--shift-net-width`` set the new
 modules' widths (default: the estimator's, which follow the backbone's
 width); ``--head-hidden 128 --adapter-dim 16 --shift-net-width 64`` is the
-budget before they did (7.65% of the parameters trained instead of 2.45%).
+budget before they did (7.65% of the parameters trained instead of 2.55%).
 
 ``--ladder`` runs GAPrompt's components one step at a time instead of the
 methods: adapters alone, + deep token prompts, + prompt propagation, + point

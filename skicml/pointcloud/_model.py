@@ -535,17 +535,21 @@ PAPER_WIDTHS = {"trans_dim": 384, "head_hidden": 256, "adapter_dim": 16, "shift_
 def default_widths(trans_dim):
     """The widths of GAPrompt's new modules for a backbone of width ``trans_dim``.
 
-    The official code fixes them for Point-MAE's width 384 (a 256-wide
-    head, adapters of bottleneck 16, a Shift Prompter of width 64 with a
-    16-wide shape MLP): on a narrower backbone they would train a far larger
-    share of the parameters than the paper's 2.2-2.8%. Here the adapter
-    bottleneck and the Shift Prompter (shape MLP included) scale with
-    ``trans_dim / 384``, so at width 384 they are the official ones. The
-    head's hidden width is ``trans_dim / 3`` (128 at width 384, half the
-    official 256): the head is the largest new module and does not grow
-    with the backbone's depth, and the official 256 on the shipped
-    width-128, six-block backbone would be 2.6% of its parameters on its
-    own.
+    The official code fixes them for Point-MAE's width 384 (a head of two
+    256-wide hidden layers, adapters of bottleneck 16, a Shift Prompter of
+    width 64 with a 16-wide shape MLP); on the shipped width-128, six-block
+    backbone they trained 7.65% of the parameters, three times the paper's
+    share (2.2-2.8%). The defaults:
+
+    - the Shift Prompter (its shape MLP included) scales with
+      ``trans_dim / 384``: width 64 at 384, 21 at 128;
+    - the head is linear: the official head is the largest new module (58%
+      of the official count) and does not shrink with a shallower backbone;
+      on the shipped backbone a head scaled to a third of the width trained
+      more slowly than the official one, a linear head faster (see
+      doc/performance.rst, GAPrompt);
+    - the adapters keep the official bottleneck of 16, the component that
+      gains most on its own here.
 
     Parameters
     ----------
@@ -560,13 +564,12 @@ def default_widths(trans_dim):
     --------
     >>> from skicml.pointcloud._model import default_widths
     >>> default_widths(128)
-    {'head_hidden': 43, 'adapter_dim': 5, 'shift_net_width': 21}
+    {'head_hidden': 0, 'adapter_dim': 16, 'shift_net_width': 21}
     >>> default_widths(384)
-    {'head_hidden': 128, 'adapter_dim': 16, 'shift_net_width': 64}
+    {'head_hidden': 0, 'adapter_dim': 16, 'shift_net_width': 64}
     """
     scale = trans_dim / PAPER_WIDTHS["trans_dim"]
-    return {"head_hidden": max(1, round(trans_dim / 3)),
-            "adapter_dim": max(1, round(PAPER_WIDTHS["adapter_dim"] * scale)),
+    return {"head_hidden": 0, "adapter_dim": PAPER_WIDTHS["adapter_dim"],
             "shift_net_width": max(2, round(PAPER_WIDTHS["shift_net_width"] * scale))}
 
 

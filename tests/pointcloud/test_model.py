@@ -203,11 +203,12 @@ def test_prompt_depth_beyond_the_backbone_is_refused():
 def test_default_widths_follow_the_backbone_and_are_the_official_at_width_384():
     from skicml.pointcloud._model import PAPER_WIDTHS, default_widths
 
-    assert default_widths(384) == {"head_hidden": 128, "adapter_dim": 16, "shift_net_width": 64}
-    assert default_widths(128) == {"head_hidden": 43, "adapter_dim": 5, "shift_net_width": 21}
+    assert default_widths(384) == {"head_hidden": 0, "adapter_dim": 16, "shift_net_width": 64}
+    assert default_widths(128) == {"head_hidden": 0, "adapter_dim": 16, "shift_net_width": 21}
     assert PAPER_WIDTHS["head_hidden"] == 256
     net = _network(head_hidden=None)
-    assert net.widths == {"head_hidden": 5, "adapter_dim": 1, "shift_net_width": 3}  # a width-16 backbone
+    assert net.widths == {"head_hidden": 0, "adapter_dim": 16, "shift_net_width": 3}  # a width-16 backbone
+    assert isinstance(net.cls_head, torch.nn.Linear)
 
 
 @pytest.mark.parametrize("groups", [(32, 16), (64, 16), (128, 32)])
