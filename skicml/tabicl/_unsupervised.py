@@ -442,7 +442,7 @@ class _ChainRuleBase(TorchEstimatorMixin, BaseEstimator):
         network, provenance = self._network(kind)
         common = dict(n_estimators=self.n_estimators, norm_methods=self.norm_methods, batch_size=self.batch_size,
                       inference_precision=self.inference_precision, cache=self._inner_cache, device=self.device,
-                      random_state=seed, verbose=0)
+                      random_state=seed, verbose=self.verbose)
         if kind == "classifier":
             # the official inner classifier: its temperature, no principal view
             estimator = _SharedClassifier(softmax_temperature=0.9, pca_components=None, **common)
@@ -510,7 +510,10 @@ _COMMON_DOC = """
     random_state : int, RandomState instance or None, default=None
         Seeds the members, the column orders and the noise column of the
         marginals (an integer is used as the official estimators use it).
-    verbose : int, default=0
+    verbose : int or "auto", default="auto"
+        Progress of each column's in-context predictor, as in
+        :class:`TabICLClassifier`: ``"auto"`` shows a bar only once a step
+        has run for a few seconds, and clears it at the end; ``0`` is silent.
 """
 
 
@@ -597,7 +600,7 @@ class TabICLImputer(TransformerMixin, _ChainRuleBase):
     def __init__(self, max_iter=2, initial_strategy="median", imputation_order="ascending", estimate="mean",
                  categorical_features="auto", max_categories=10, n_estimators=8, norm_methods=None, batch_size=8,
                  inference_precision="float32", cache="auto", pretrained_classifier="tabicl-small",
-                 pretrained_regressor="tabicl-regressor-small", device="auto", random_state=None, verbose=0):
+                 pretrained_regressor="tabicl-regressor-small", device="auto", random_state=None, verbose="auto"):
         self.max_iter = max_iter
         self.initial_strategy = initial_strategy
         self.imputation_order = imputation_order
@@ -763,7 +766,7 @@ class TabICLOutlierDetector(OutlierMixin, _ChainRuleBase):
     def __init__(self, n_permutations=4, contamination=0.1, categorical_features="auto", max_categories=10,
                  n_estimators=4, norm_methods=None, batch_size=8, inference_precision="float32", cache="auto",
                  pretrained_classifier="tabicl-small", pretrained_regressor="tabicl-regressor-small",
-                 device="auto", random_state=None, verbose=0):
+                 device="auto", random_state=None, verbose="auto"):
         self.n_permutations = n_permutations
         self.contamination = contamination
         self.categorical_features = categorical_features
