@@ -417,32 +417,29 @@ _TABICL_REPO = "jingang/TabICL"
 _TABICL_READER = ("TabICL checkpoint: torch.save({'config', 'state_dict'}), read with weights_only=True; "
                   "the config says v1 or v2")
 
+
+def _tabicl_checkpoint(filename, description, estimators, size):
+    """One of TabICL's official files: same repository, format, licence and page for all four."""
+    return PublishedWeights(filename, "tabicl", description, repo_id=_TABICL_REPO, filenames=(filename,),
+                            reader=_TABICL_READER, estimators=estimators, size=size,
+                            licence="BSD-3-Clause (the tabicl package)",
+                            homepage="https://huggingface.co/jingang/TabICL")
+
+
 _PUBLISHED = {
     entry.name: entry for entry in (
-        PublishedWeights(
-            "tabicl-classifier-v2-20260212.ckpt", "tabicl",
-            "TabICL v2 classifier, the checkpoint of the TabICLv2 paper (tabicl 2.x default)",
-            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v2-20260212.ckpt",), reader=_TABICL_READER,
-            estimators="TabICLClassifier", size="about 110 MB (27.6 M parameters, float32)",
-            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
-        PublishedWeights(
-            "tabicl-regressor-v2-20260212.ckpt", "tabicl",
-            "TabICL v2 regressor (999 quantiles), the checkpoint of the TabICLv2 paper",
-            repo_id=_TABICL_REPO, filenames=("tabicl-regressor-v2-20260212.ckpt",), reader=_TABICL_READER,
-            estimators="TabICLRegressor", size="about 114 MB (28.6 M parameters, float32)",
-            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
-        PublishedWeights(
-            "tabicl-classifier-v1.1-20250506.ckpt", "tabicl",
-            "TabICL v1.1 classifier: v1's network trained on a precursor of the v2 prior",
-            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v1.1-20250506.ckpt",), reader=_TABICL_READER,
-            estimators="TabICLClassifier, TabICLEmbedder", size="about 108 MB (27.1 M parameters, float32)",
-            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
-        PublishedWeights(
-            "tabicl-classifier-v1-20250208.ckpt", "tabicl",
-            "TabICL v1 classifier, the checkpoint of the TabICL paper (ICML 2025)",
-            repo_id=_TABICL_REPO, filenames=("tabicl-classifier-v1-20250208.ckpt",), reader=_TABICL_READER,
-            estimators="TabICLClassifier, TabICLEmbedder", size="about 108 MB (27.1 M parameters, float32)",
-            licence="BSD-3-Clause (the tabicl package)", homepage="https://huggingface.co/jingang/TabICL"),
+        _tabicl_checkpoint("tabicl-classifier-v2-20260212.ckpt",
+                           "TabICL v2 classifier, the checkpoint of the TabICLv2 paper (tabicl 2.x default)",
+                           "TabICLClassifier", "about 110 MB (27.6 M parameters, float32)"),
+        _tabicl_checkpoint("tabicl-regressor-v2-20260212.ckpt",
+                           "TabICL v2 regressor (999 quantiles), the checkpoint of the TabICLv2 paper",
+                           "TabICLRegressor", "about 114 MB (28.6 M parameters, float32)"),
+        _tabicl_checkpoint("tabicl-classifier-v1.1-20250506.ckpt",
+                           "TabICL v1.1 classifier: v1's network trained on a precursor of the v2 prior",
+                           "TabICLClassifier, TabICLEmbedder", "about 108 MB (27.1 M parameters, float32)"),
+        _tabicl_checkpoint("tabicl-classifier-v1-20250208.ckpt",
+                           "TabICL v1 classifier, the checkpoint of the TabICL paper (ICML 2025)",
+                           "TabICLClassifier, TabICLEmbedder", "about 108 MB (27.1 M parameters, float32)"),
         PublishedWeights(
             "point-mae-pretrain", "pointcloud",
             "Point-MAE pretrained on ShapeNet (ECCV 2022), the authors' pretrain.pth",
