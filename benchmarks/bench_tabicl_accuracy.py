@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from _common import (add_tabular_arguments, categorical_columns, one_thread_per_job, ordinal_trees, run_jobs,
-                     wheel_folder)
+from _common import (add_tabular_arguments, categorical_columns, finetune_summary, one_thread_per_job, ordinal_trees,
+                     run_jobs, wheel_folder)
 from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -169,25 +169,6 @@ def summarise(results):
     return "\n".join(lines)
 
 
-def finetune_summary(results):
-    """Per dataset: the fine-tuned model's change of each metric over the frozen one, mean over splits."""
-    frame = pd.DataFrame(results)
-    metrics = ["accuracy", "log_loss", "roc_auc"]
-    wide = frame.pivot_table(index=["size", "dataset", "split"], columns="method", values=metrics)
-    delta = pd.DataFrame({m: wide[m, "TabICL-finetuned"] - wide[m, "TabICL"] for m in metrics})
-    tuned = frame[frame.method == "TabICL-finetuned"].set_index(["size", "dataset", "split"])
-    delta["kept pretrained"] = (tuned["best_epoch"] == 0).astype(float)
-    per_dataset = delta.groupby(level=["size", "dataset"]).mean()
-    lines = ["\nfine-tuned minus frozen (mean over splits; 'kept pretrained': share of fits whose held-out loss "
-             "never improved)"]
-    lines.append(per_dataset.to_string(float_format=lambda v: f"{v:+.4f}"))
-    wins = (per_dataset["log_loss"] < 0).groupby(level="size").sum()
-    for size, block in per_dataset.groupby(level="size"):
-        lines.append(f"n_train = {size}: log loss lower on {int(wins[size])} of {len(block)} datasets; mean change "
-                     + ", ".join(f"{m} {block[m].mean():+.4f}" for m in metrics))
-    return "\n".join(lines)
-
-
 def main():
     parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=32)
     parser.add_argument("--max-classes", type=int, default=None)
@@ -218,7 +199,7 @@ def main():
                        pca_components=pca_components, precision=args.inference_precision, finetune=finetune)
     print(summarise(results))
     if finetune is not None:
-        print(finetune_summary(results))
+        print(finetune_summary(results, ["accuracy", "log_loss", "roc_auc"], "log_loss", "log loss"))
     n_methods = len({row["method"] for row in results}) or 1
     print(f"\n{len(results) // n_methods} evaluations in {time.perf_counter() - start:.0f} s")
 

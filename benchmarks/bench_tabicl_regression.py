@@ -37,8 +37,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from _common import (add_tabular_arguments, categorical_columns, one_thread_per_job, ordinal_trees, run_jobs,
-                     wheel_folder)
+from _common import (add_tabular_arguments, categorical_columns, finetune_summary, one_thread_per_job, ordinal_trees,
+                     run_jobs, wheel_folder)
 from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import RidgeCV
@@ -194,24 +194,6 @@ def summarise(results):
     return "\n".join(lines)
 
 
-def finetune_summary(results):
-    """Per dataset: the fine-tuned model's change of each metric over the frozen one, mean over splits."""
-    frame = pd.DataFrame(results)
-    metrics = ["rmse", "r2", "pinball", "coverage80"]
-    wide = frame.pivot_table(index=["size", "dataset", "split"], columns="method", values=metrics)
-    delta = pd.DataFrame({m: wide[m, "TabICL-finetuned"] - wide[m, "TabICL"] for m in metrics})
-    tuned = frame[frame.method == "TabICL-finetuned"].set_index(["size", "dataset", "split"])
-    delta["kept pretrained"] = (tuned["best_epoch"] == 0).astype(float)
-    per_dataset = delta.groupby(level=["size", "dataset"]).mean()
-    lines = ["\nfine-tuned minus frozen (mean over splits; 'kept pretrained': share of fits whose held-out loss "
-             "never improved)"]
-    lines.append(per_dataset.to_string(float_format=lambda v: f"{v:+.4f}"))
-    for size, block in per_dataset.groupby(level="size"):
-        lines.append(f"n_train = {size}: pinball lower on {int((block['pinball'] < 0).sum())} of {len(block)} "
-                     "datasets; mean change " + ", ".join(f"{m} {block[m].mean():+.4f}" for m in metrics))
-    return "\n".join(lines)
-
-
 def main():
     parser = add_tabular_arguments(argparse.ArgumentParser(), n_estimators=8)
     parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
@@ -239,7 +221,7 @@ def main():
             results += [row for row in json.load(handle) if row["dataset"] in datasets and row["size"] in args.sizes]
     print(summarise(results))
     if finetune is not None:
-        print(finetune_summary(results))
+        print(finetune_summary(results, ["rmse", "r2", "pinball", "coverage80"], "pinball", "pinball"))
     print(f"\n{len(datasets)} datasets, {time.perf_counter() - start:.0f} s")
 
 
