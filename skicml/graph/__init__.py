@@ -26,7 +26,9 @@ GIT, a graph foundation model over task-trees:
   tasks (:class:`TaskSet`) of several graphs, and their embeddings.
 - :class:`GITClassifier`: node, edge and graph classification, fine-tuned, in
   context (class prototypes from a few labelled examples) or zero-shot (from
-  class embeddings or texts).
+  class embeddings or texts); link prediction (``task="link"``, dot-product
+  scores) and the multi-task binary protocol of molecules (a 2-D ``y``,
+  positive and negative prototypes).
 - :class:`GITModel`, :class:`GITPretrainObjective`: the network and its loss.
 """
 

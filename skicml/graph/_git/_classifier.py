@@ -1,4 +1,5 @@
-"""``GITClassifier``: node, edge and graph classification over task-trees, fine-tuned, in context or zero-shot."""
+"""``GITClassifier``: node, edge and graph classification and link prediction over task-trees, fine-tuned, in
+context or zero-shot."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from ...utils.param_validation import Integral, Interval, Real, StrOptions, fit_
 from ...utils.validation import check_no_missing_labels
 from .._graphs import is_graph_collection
 from ._backbone import GITBackboneMixin, TaskTreeNet
-from ._data import TaskSet, build_task_graph, read_task_sets, texts_of
+from ._data import TaskSet, build_task_graph, read_task_sets, task_index, texts_of
+from ._links import LinkNet, link_loss, multitask_loss
 from ._model import class_prototypes, prototype_logits
 
 __all__ = ["GITClassifier"]
@@ -51,7 +53,28 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
       be an edge of the graph: its tree joins the two end nodes' trees either
       way;
     - ``"graph"``: ``X`` a sequence of graphs (networkx, PyG ``Data``, dicts
-      or SMILES).
+      or SMILES);
+    - ``"link"``: ``graph=`` and ``X`` node pairs ``(n, 2)``, ``y`` 1 for a
+      link and 0 for none (``None``: every pair is a link). As the official
+      link prediction: a pair's logit is the dot product of its two end
+      nodes' task-tree embeddings; ``"finetune"`` trains it with binary
+      cross-entropy, each batch joined by as many uniformly drawn non-edges
+      of ``graph``; ``"zero_shot"`` scores the cosine of the embeddings
+      over ``temperature``, no training (it ranks pairs; its probabilities
+      are not calibrated). ``graph`` is the observed graph: leave the pairs
+      you test out of it.
+
+    A 2-D ``y`` of shape ``(n, T)`` (0, 1, NaN for a missing label) holds
+    ``T`` binary tasks, GIT's molecule protocol: ``"in_context"`` takes each
+    task's positive and negative prototypes from the examples labelled 1 and
+    0, ``"zero_shot"`` reads ``2T`` class embeddings or texts (the positive
+    descriptions, then the negative ones), and a task's logit is its
+    positive prototype's logit minus its negative one's; ``"finetune"``
+    trains ``T`` logits with binary cross-entropy over the labels present;
+    ``specialize`` regresses onto the mean positive embedding of the tasks
+    an example is positive on plus the mean negative one of the others.
+    ``predict_proba`` then gives ``(n, T)`` positive probabilities, whose
+    per-task ROC AUC is the paper's metric.
 
     Node features are numbers or texts (``node_text`` with a
     ``text_encoder``). An isolated node's tree is the node alone.
@@ -67,11 +90,13 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         through an input projection started on their principal axes (and
         trained in ``"finetune"``). ``None``: random weights, which the
         prototype modes use as a baseline.
-    task : {"node", "edge", "graph"}, default="node"
+    task : {"node", "edge", "graph", "link"}, default="node"
     graph : graph or None, default=None
-        The graph of node and edge tasks: a networkx graph, a PyG ``Data`` or
-        a dict with ``x``, ``edge_index`` (and optionally node texts).
+        The graph of node, edge and link tasks: a networkx graph, a PyG
+        ``Data`` or a dict with ``x``, ``edge_index`` (and optionally node
+        texts).
     mode : {"finetune", "in_context", "zero_shot"}, default="finetune"
+        ``task="link"`` takes ``"finetune"`` or ``"zero_shot"``.
     class_embeddings : array-like of shape (n_classes, d), dict or None, default=None
         The classes' embeddings for ``"zero_shot"`` and ``specialize``: rows
         in the order of ``classes_`` (sorted labels), or ``{label: vector}``.
@@ -124,7 +149,12 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
     head_ : torch.nn.Linear or None
         The fine-tuned head (``"finetune"``).
     prototypes_ : ndarray of shape (n_classes, hidden_dim) or None
-        The class prototypes (``"in_context"``, ``"zero_shot"``).
+        The class prototypes (``"in_context"``, ``"zero_shot"``); with T
+        binary tasks ``(2T, hidden_dim)``, the positive ones then the
+        negative ones.
+    n_outputs_ : int
+        1, or T for a 2-D ``y`` of T binary tasks (then ``classes_`` is
+        ``arange(T)``).
     text_encoder_ : object or None
     graph_ : TaskGraph or None
         The read ``graph`` (node and edge tasks).
@@ -148,11 +178,26 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
     >>> model = GITClassifier(graph=graph, mode="in_context", hidden_dim=16, random_state=0)
     >>> model.fit(support, domain.target[support]).predict([0, 1, 2]).shape
     (3,)
+
+    Link prediction, from the graph's edges:
+
+    >>> links = GITClassifier(task="link", graph=graph, hidden_dim=16, max_epochs=2, random_state=0)
+    >>> links.fit(domain.edge_index.T).predict_proba([[0, 1], [2, 3]]).shape
+    (2, 2)
+
+    Two binary tasks of whole graphs, from positive and negative prototypes:
+
+    >>> import numpy as np
+    >>> graphs = make_graph_domains(1, task="graph", n_graphs=40, n_features=16, random_state=0)[0]
+    >>> Y = np.stack([graphs.target == 0, graphs.target == 1], axis=1).astype(float)
+    >>> multi = GITClassifier(task="graph", mode="in_context", hidden_dim=16, random_state=0)
+    >>> multi.fit(graphs.graphs, Y).predict_proba(graphs.graphs[:3]).shape
+    (3, 2)
     """
 
     _parameter_constraints = {
         **GITBackboneMixin._parameter_constraints,
-        "task": [StrOptions({"node", "edge", "graph"})],
+        "task": [StrOptions({"node", "edge", "graph", "link"})],
         "graph": "no_validation",
         "mode": [StrOptions({"finetune", "in_context", "zero_shot"})],
         "class_embeddings": ["array-like", dict, None],
@@ -303,6 +348,9 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         """``(n_classes, d)`` class embeddings in the order of ``classes_``, or ``None`` when none are given."""
         if self.class_embeddings is not None:
             source = self.class_embeddings
+            if isinstance(source, dict) and self.n_outputs_ > 1:
+                raise ValueError("With T binary tasks, class_embeddings is an array of 2T rows (the positive "
+                                 "embeddings, then the negative ones), not a dict.")
             if isinstance(source, dict):
                 missing = [c for c in self.classes_ if c not in source]
                 if missing:
@@ -310,7 +358,13 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                 vectors = np.stack([np.asarray(source[c], dtype=np.float64) for c in self.classes_])
             else:
                 vectors = np.asarray(source, dtype=np.float64)
-                if vectors.ndim != 2 or len(vectors) != len(self.classes_):
+                if self.n_outputs_ > 1 and (vectors.ndim != 2 or len(vectors) != 2 * self.n_outputs_):
+                    raise ValueError(
+                        f"class_embeddings has shape {vectors.shape}; y holds {self.n_outputs_} binary tasks, so "
+                        f"expected ({2 * self.n_outputs_}, d): the tasks' positive class embeddings, then their "
+                        "negative ones."
+                    )
+                if vectors.ndim != 2 or (self.n_outputs_ == 1 and len(vectors) != len(self.classes_)):
                     raise ValueError(
                         f"class_embeddings has shape {vectors.shape}; expected ({len(self.classes_)}, d), one "
                         "row per class in the order of classes_ (or pass a dict {label: vector})."
@@ -319,13 +373,19 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                 raise ValueError("class_embeddings contains NaN or infinite values.")
         elif self.class_texts is not None:
             texts = self.class_texts
+            expected = 2 * self.n_outputs_ if self.n_outputs_ > 1 else len(self.classes_)
+            if isinstance(texts, dict) and self.n_outputs_ > 1:
+                raise ValueError("With T binary tasks, class_texts is a list of 2T texts (the positive "
+                                 "descriptions, then the negative ones), not a dict.")
             if isinstance(texts, dict):
                 missing = [c for c in self.classes_ if c not in texts]
                 if missing:
                     raise ValueError(f"class_texts has no text for classes {missing[:5]}.")
                 texts = [texts[c] for c in self.classes_]
-            elif len(texts) != len(self.classes_):
-                raise ValueError(f"class_texts has {len(texts)} texts for {len(self.classes_)} classes.")
+            elif len(texts) != expected:
+                raise ValueError(f"class_texts has {len(texts)} texts; expected {expected}"
+                                 + (f" ({self.n_outputs_} positive, then {self.n_outputs_} negative)."
+                                    if self.n_outputs_ > 1 else f" for {len(self.classes_)} classes."))
             if self.text_encoder_ is None:
                 raise ValueError("class_texts need a text_encoder to embed them.")
             vectors = np.asarray(self.text_encoder_.encode(list(texts)), dtype=np.float64)
@@ -360,6 +420,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         -------
         self
         """
+        if self.task == "link":
+            return self._fit_link(X, y)
         if self.mode == "zero_shot" and self.class_embeddings is None and self.class_texts is None:
             raise ValueError("mode='zero_shot' needs class_embeddings or class_texts for the prototypes.")
         if self.specialize and self.class_embeddings is None and self.class_texts is None:
@@ -367,22 +429,53 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                              "class_texts.")
         self._load_pretrained()
         task_graph = self._read(X, reset=True)
-        labels = self._labels(y, task_graph.n_tasks)
+        if _is_multitask(y):
+            labels = self._multitask_labels(y, task_graph.n_tasks)
+        else:
+            self.n_outputs_ = 1
+            labels = self._labels(y, task_graph.n_tasks)
         self.model_ = self._setup_model(task_graph.x)
         vectors = self._class_vectors()
         self.history_, self.head_, self.prototypes_ = {}, None, None
         tasks = {"tasks": torch.arange(task_graph.n_tasks)}
         if self.specialize and labels is not None:
-            self.model_ = self._specialize(task_graph, tasks, vectors[torch.as_tensor(labels)])
+            targets = (_multitask_targets(vectors, labels) if self.n_outputs_ > 1
+                       else vectors[torch.as_tensor(labels)])
+            self.model_ = self._specialize(task_graph, tasks, targets)
         if self.mode == "finetune":
             self._finetune(task_graph, tasks, labels)
         elif self.mode == "in_context":
             embeddings = self._embed(task_graph)
-            self.prototypes_ = class_prototypes(embeddings, labels, len(self.classes_)).numpy()
+            if self.n_outputs_ > 1:
+                self.prototypes_ = _multitask_prototypes(embeddings, labels).numpy()
+            else:
+                self.prototypes_ = class_prototypes(embeddings, labels, len(self.classes_)).numpy()
         else:
             self.prototypes_ = vectors.numpy()
         self.model_.eval()
         return self
+
+    def _multitask_labels(self, y, n_tasks):
+        """``y`` of shape (n, T), 0 / 1 with NaN for missing, as a float array; ``classes_`` = the T tasks."""
+        try:
+            labels = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("A 2-D y holds T binary tasks: 0, 1, or NaN for a missing label.") from None
+        if len(labels) != n_tasks:
+            raise ValueError(f"X has {n_tasks} examples but y has {len(labels)} rows.")
+        present = labels[~np.isnan(labels)]
+        if not np.isin(present, (0.0, 1.0)).all():
+            raise ValueError(f"A 2-D y holds T binary tasks (0, 1, or NaN for missing); found the values "
+                             f"{np.setdiff1d(present, (0.0, 1.0))[:5].tolist()}.")
+        if self.mode == "in_context":
+            for t in range(labels.shape[1]):
+                if not (labels[:, t] == 1).any() or not (labels[:, t] == 0).any():
+                    raise ValueError(f"In context, every task needs a positive and a negative example; task "
+                                     f"(column) {t} of y has {int((labels[:, t] == 1).sum())} and "
+                                     f"{int((labels[:, t] == 0).sum())}.")
+        self.n_outputs_ = labels.shape[1]
+        self.classes_ = np.arange(labels.shape[1])
+        return labels
 
     def _specialize(self, task_graph, tasks, targets):
         net = TaskTreeNet(self.model_, task_graph, self._fanout())
@@ -396,40 +489,115 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
 
     def _finetune(self, task_graph, tasks, labels):
         seed = self._seed()
+        multitask = self.n_outputs_ > 1
         with seeded(seed):
             head = torch.nn.Linear(self.model_.hidden_dim, len(self.classes_)).to(getattr(torch, self.dtype))
         if self.freeze_backbone:
             for name, parameter in self.model_.named_parameters():
                 parameter.requires_grad_(name.startswith("project."))
         net = TaskTreeNet(self.model_, task_graph, self._fanout(), head=head)
-        net, history = self._fit_module(net, tasks, torch.as_tensor(labels), loss="cross_entropy",
-                                        grad_clip=1.0, stratify=True, seed=seed)
+        net, history = self._fit_module(net, tasks, torch.as_tensor(labels),
+                                        loss=multitask_loss if multitask else "cross_entropy",
+                                        grad_clip=1.0, stratify=not multitask, seed=seed)
         for parameter in net.model.parameters():
             parameter.requires_grad_(True)
         self.model_, self.head_ = net.model, net.head.eval()
         self.history_.update(train_loss=list(history.train_loss), valid_loss=list(history.valid_loss))
         self.n_iter_ = history.n_epochs
 
+    # --------------------------------------------------------------- links
+    def _fit_link(self, X, y):
+        if self.mode == "in_context":
+            raise ValueError(
+                "task='link' predicts with mode='finetune' (the end nodes' dot product, trained with binary "
+                "cross-entropy against sampled non-edges) or mode='zero_shot' (their cosine, no training); for "
+                "prototypes of labelled node pairs use task='edge'."
+            )
+        if self.specialize:
+            raise ValueError("specialize=True regresses onto class embeddings, which links do not have; pass "
+                             "specialize=False with task='link'.")
+        if self.graph is None:
+            raise ValueError("task='link' needs graph=: X holds node pairs of that graph.")
+        self._load_pretrained()
+        self.__dict__.pop("n_features_in_", None)
+        self.graph_ = self._read_graph_parameter()
+        pairs = task_index("edge", X, self.graph_.n_nodes)
+        if pairs is None:
+            raise ValueError("task='link' reads node pairs (n, 2) as X, got None.")
+        if y is None:
+            target = np.ones(len(pairs))
+        else:
+            target = column_or_1d(y, warn=True)
+            if len(target) != len(pairs):
+                raise ValueError(f"X has {len(pairs)} node pairs but y has {len(target)} labels.")
+            check_no_missing_labels(target)
+            values = np.unique(target)
+            if not np.isin(values, (0, 1)).all():
+                raise ValueError(f"task='link' reads y as 1 (a link) or 0 (none); found {values[:5].tolist()}.")
+            target = target.astype(np.float64)
+        self.classes_, self.n_outputs_ = np.array([0, 1]), 1
+        self.model_ = self._setup_model(self.graph_.x)
+        self.history_, self.head_, self.prototypes_ = {}, None, None
+        if self.mode == "finetune":
+            net = LinkNet(self.model_, self.graph_, self._fanout())
+            net, history = self._fit_module(net, {"pairs": pairs}, torch.as_tensor(target), loss=link_loss,
+                                            grad_clip=1.0)
+            self.model_ = net.model
+            self.history_.update(train_loss=list(history.train_loss), valid_loss=list(history.valid_loss))
+            self.n_iter_ = history.n_epochs
+        self.model_.eval()
+        return self
+
+    def _pair_embeddings(self, X):
+        """The task-tree embeddings of the end nodes of the pairs ``X``: two arrays ``(n, d)``."""
+        if self.graph_ is None:
+            raise ValueError("The classifier was fitted without graph=; pass what it was fitted on.")
+        pairs = task_index("edge", X, self.graph_.n_nodes)
+        nodes, inverse = torch.unique(pairs.reshape(-1), return_inverse=True)
+        z = self._embed(self.graph_.for_tasks("node", nodes))[inverse].reshape(len(pairs), 2, -1)
+        return z[:, 0], z[:, 1]
+
+    def _link_scores(self, X):
+        """Link logits of node pairs: the dot product (fine-tuned) or cosine over ``temperature`` (zero-shot)."""
+        u, v = self._pair_embeddings(X)
+        if self.mode == "finetune":
+            return (u * v).sum(-1).double().numpy()
+        return (torch.nn.functional.cosine_similarity(u, v, dim=-1) / self.temperature).double().numpy()
+
     # ---------------------------------------------------------- prediction
     def transform(self, X):
         """Task-tree embeddings of ``X``.
+
+        For ``task="link"``, the element-wise product of the two end nodes'
+        embeddings (its sum is the fine-tuned link logit).
 
         Returns
         -------
         ndarray of shape (n_samples, hidden_dim)
         """
         check_is_fitted(self)
+        if self.task == "link":
+            u, v = self._pair_embeddings(X)
+            return (u * v).numpy()
         return self._embed(self._read(X, reset=False)).numpy()
 
     def _class_logits(self, X):
         check_is_fitted(self)
+        if self.task == "link":
+            scores = self._link_scores(X)
+            return np.stack([np.zeros_like(scores), scores], axis=1)
         embeddings = self._embed(self._read(X, reset=False))
         if self.head_ is not None:
             with torch.inference_mode():
                 logits = self.head_.cpu()(embeddings)
         else:
             prototypes = torch.as_tensor(self.prototypes_, dtype=embeddings.dtype)
-            logits = prototype_logits(embeddings, prototypes) / self.temperature
+            logits = prototype_logits(embeddings, prototypes)
+            if getattr(self, "n_outputs_", 1) > 1:
+                # Each task's positive prototype against its negative one (the official protocol).
+                n = self.n_outputs_
+                logits = logits[:, :n] - logits[:, n:]
+            logits = logits / self.temperature
         return logits.double().numpy()
 
     def decision_function(self, X):
@@ -438,14 +606,74 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, n_classes)
-            For two classes, the second class's logit minus the first's.
+            For two classes, the second class's logit minus the first's
+            (``task="link"``: the link logit). With T binary tasks (a 2-D
+            ``y``), ``(n_samples, T)``: each task's logit, the head's or the
+            positive prototype's logit minus the negative one's.
         """
+        if getattr(self, "n_outputs_", 1) > 1:
+            return self._class_logits(X)
         return super().decision_function(X)
+
+    def predict_proba(self, X):
+        """Class probabilities, the softmax of the logits.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes) or (n_samples, T)
+            With T binary tasks (a 2-D ``y``), each task's probability of
+            the positive label, the sigmoid of its logit.
+        """
+        if getattr(self, "n_outputs_", 1) > 1:
+            return 1.0 / (1.0 + np.exp(-self._class_logits(X)))
+        return super().predict_proba(X)
+
+    def predict(self, X):
+        """The most probable class of each sample.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, T)
+            With T binary tasks (a 2-D ``y``), 1 where a task's logit is
+            positive, else 0.
+        """
+        if getattr(self, "n_outputs_", 1) > 1:
+            return (self._class_logits(X) > 0).astype(np.int64)
+        return super().predict(X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = [self.dtype]
         return tags
+
+
+def _is_multitask(y):
+    """Whether ``y`` holds T >= 2 binary tasks, one column each (GIT's molecule protocol)."""
+    if y is None:
+        return False
+    shape = np.asarray(y).shape  # asarray, not np.ndim: array-likes may refuse numpy's array functions
+    return len(shape) == 2 and shape[1] >= 2
+
+
+def _multitask_prototypes(embeddings, labels):
+    """``(2T, d)``: per task the mean unit embedding of its positive examples, then of its negative ones."""
+    unit = torch.nn.functional.normalize(embeddings, dim=-1)
+    labels = torch.as_tensor(labels, dtype=unit.dtype)
+    parts = []
+    for value in (1.0, 0.0):
+        member = (labels == value).to(unit.dtype)
+        parts.append(member.t() @ unit / member.sum(0).clamp_min(1.0)[:, None])
+    return torch.cat(parts)
+
+
+def _multitask_targets(vectors, labels, eps=1e-6):
+    """Specialization targets of T binary tasks (the official ``sft_graph``): the mean positive class
+    embedding of the tasks an example is positive on plus the mean negative one of those it is negative on."""
+    n = vectors.shape[0] // 2
+    labels = torch.as_tensor(labels, dtype=vectors.dtype)
+    positive, negative = (labels == 1).to(vectors.dtype), (labels == 0).to(vectors.dtype)
+    return (positive @ vectors[:n] / (positive.sum(1, keepdim=True) + eps)
+            + negative @ vectors[n:] / (negative.sum(1, keepdim=True) + eps))
 
 
 #: What the shared graph reader calls the one graph of ``graph=``, and what it is called here.
