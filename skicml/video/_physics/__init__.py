@@ -6,6 +6,7 @@ The simulator, renderer and data live in :mod:`skicml.datasets`
 """
 
 from ._evaluation import (
+    abnormal_rollouts,
     attribute_priority_report,
     infer_attributes,
     nearest_training_case,
@@ -21,6 +22,7 @@ __all__ = [
     "CaseBasedVideoPredictor",
     "PhysicsOraclePredictor",
     "VideoWorldModel",
+    "abnormal_rollouts",
     "attribute_priority_report",
     "infer_attributes",
     "nearest_training_case",

@@ -18,6 +18,7 @@ evaluation grid.
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from ...datasets import PHYSICS_COLORS, physics_pixel_centers, simulate_physics
 from ._model import TIME_SAMPLINGS
 
 __all__ = [
+    "abnormal_rollouts",
     "attribute_priority_report",
     "infer_attributes",
     "nearest_training_case",
@@ -663,6 +665,111 @@ def video_similarity(pred, true):
     vx, vy, cxy = blur(x * x) - mx ** 2, blur(y * y) - my ** 2, blur(x * y) - mx * my
     ssim = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx ** 2 + my ** 2 + c1) * (vx + vy + c2))
     return pd.DataFrame({"psnr": psnr, "ssim": ssim.mean(axis=(1, 2, 3, 4)).round(12)})
+
+
+def abnormal_rollouts(pred, scenes, *, n_cond_frames=1, drift_limit=1.0, energy_limit=0.2, static_limit=0.5):
+    """Which generated videos of combinatorial scenes break physics, by automatic checks.
+
+    The paper has people label a rollout "abnormal"; these are the spec's
+    automatic stand-ins, read from the pixels of the generated frames (from
+    ``n_cond_frames`` on) against the simulation of
+    :func:`skicml.datasets.make_template_scenes`:
+
+    - ``vanished``: a ball the simulation shows fully in view is not found;
+    - ``appeared``: a ball is found where the simulation has none in view;
+    - ``drift``: the largest distance, in world units, between the red
+      ball's parsed and simulated centres;
+    - ``energy_gain``: the largest rise of the balls' parsed mechanical
+      energy (``r^2 (|v|^2 / 2 + g y)`` summed, velocities by central
+      differences) over the scene's energy at rest, as a fraction: the
+      balls start at rest, and nothing in the scene adds energy;
+    - ``static_change``: the mean change of the dark (static) area, pixels
+      at least half covered by black, as a fraction of the simulated area:
+      bars and pegs that move, bend or fade.
+
+    A rollout is ``abnormal`` when a ball vanishes or appears, ``drift``
+    exceeds ``drift_limit``, ``energy_gain`` exceeds ``energy_limit`` or
+    ``static_change`` exceeds ``static_limit``. The simulation's own videos
+    score no abnormal rollout (tested).
+
+    Parameters
+    ----------
+    pred : array-like of shape (n_videos, n_frames, H, W, 3)
+        Whole videos (conditioning frames and generated ones), as
+        ``VideoWorldModel.predict(X, return_full=True)`` returns them.
+    scenes : Bunch
+        The :func:`~skicml.datasets.make_template_scenes` Bunch the videos
+        continue (its ``states``, ``radii``, ``videos``, ``gravity`` and
+        ``frame_dt``).
+    n_cond_frames : int, default=1
+        Given frames; the rest are judged.
+    drift_limit, energy_limit, static_limit : float
+        The thresholds above.
+
+    Returns
+    -------
+    report : DataFrame
+        One row per video: the five measures and ``abnormal``.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_template_scenes
+    >>> from skicml.video import abnormal_rollouts
+    >>> scenes = make_template_scenes([0], n_per_template=2, n_frames=6, random_state=0)
+    >>> abnormal_rollouts(scenes.videos, scenes)["abnormal"].tolist()
+    [False, False]
+    """
+    pred = _check_videos(pred, "pred")
+    for key in ("states", "radii", "videos", "gravity", "frame_dt"):
+        if key not in scenes:
+            raise ValueError(f"scenes must be a make_template_scenes Bunch; it has no {key!r}.")
+    if pred.shape != scenes.videos.shape:
+        raise ValueError(f"pred must have the scenes' video shape {scenes.videos.shape}, got {pred.shape}.")
+    n_frames = pred.shape[1]
+    if isinstance(n_cond_frames, bool) or not isinstance(n_cond_frames, numbers.Integral) \
+            or not 1 <= n_cond_frames < n_frames:
+        raise ValueError(f"n_cond_frames must be an integer in [1, {n_frames - 1}], got {n_cond_frames!r}.")
+    for name, value in (("drift_limit", drift_limit), ("energy_limit", energy_limit),
+                        ("static_limit", static_limit)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}.")
+    world = 10.0
+    true, radii = np.asarray(scenes.states, dtype=float), np.asarray(scenes.radii, dtype=float)
+    parsed = parse_object_states(pred, colors=("red", "blue"), method="threshold")[..., :2]
+    judged = np.arange(n_frames) >= n_cond_frames
+    r = radii[:, None, :]
+    x, y = true[..., 0], true[..., 1]
+    with np.errstate(invalid="ignore"):
+        in_view = (x >= r) & (x <= world - r) & (y >= r) & (y <= world - r)
+        out_of_view = ~np.isfinite(x) | (x < -r) | (x > world + r) | (y > world + r)
+    found = np.isfinite(parsed[..., 0])
+    vanished = (judged[None, :, None] & in_view & ~found).any(axis=(1, 2))
+    appeared = (judged[None, :, None] & out_of_view & found).any(axis=(1, 2))
+    distance = np.linalg.norm(parsed[..., 0, :] - true[..., 0, :], axis=-1)
+    distance = np.where(judged[None, :] & in_view[..., 0] & found[..., 0], distance, np.nan)
+    mass = np.nan_to_num(radii) ** 2
+    with np.errstate(invalid="ignore"):
+        rest = np.nansum(mass * scenes.gravity * true[:, 0, :, 1], axis=1)
+        # Central differences: the velocity at a frame from its two neighbours, which halves the parse noise.
+        speed2 = ((parsed[:, 2:] - parsed[:, :-2]) ** 2).sum(-1) / (2 * scenes.frame_dt) ** 2
+        energy = mass[:, None, :] * (speed2 / 2 + scenes.gravity * parsed[:, 1:-1, :, 1])
+        # A frame counts when every ball the simulation shows in view is found in it and its neighbours.
+        both = found[:, 2:] & found[:, 1:-1] & found[:, :-2]
+        complete = np.where(in_view[:, 1:-1], both, True).all(-1) & judged[None, 1:-1]
+        total = np.where(complete, np.nansum(np.where(both, energy, 0.0), -1), np.nan)
+    # Dark pixels: at least half covered by a static object (balls are drawn in pure colours).
+    black = (pred < 128).all(-1).sum(axis=(2, 3)).astype(float)
+    black_true = (np.asarray(scenes.videos) < 128).all(-1).sum(axis=(2, 3)).astype(float)
+    change = np.abs(black - black_true)[:, judged].mean(1) / np.maximum(black_true[:, judged].mean(1), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: nothing to judge
+        drift = np.nanmax(distance, axis=1)
+        gain = np.nanmax(total, axis=1) / rest - 1
+    report = pd.DataFrame({"vanished": vanished, "appeared": appeared, "drift": drift, "energy_gain": gain,
+                           "static_change": change})
+    report["abnormal"] = (vanished | appeared | (np.nan_to_num(drift) > drift_limit)
+                          | (np.nan_to_num(gain) > energy_limit) | (change > static_limit))
+    return report
 
 
 # --------------------------------------------------------------------------
