@@ -32,6 +32,16 @@ def _is_pair(item):
         for part in item)
 
 
+def _is_question(part):
+    """A question: a string, or a non-empty list or tuple of strings (a prompt ensemble)."""
+    return isinstance(part, str) or (isinstance(part, (list, tuple)) and len(part) > 0
+                                     and all(isinstance(text, str) for text in part))
+
+
+def _prompts(question):
+    return [question] if isinstance(question, str) else list(question)
+
+
 class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     """Embed videos' frames, patches and questions with one CLIP model.
 
@@ -44,6 +54,13 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     rows with no argument (``make_pipeline(CLIPVideoEncoder(),
     ViLAMPCompressor())``); :meth:`transform_videos` gives
     :class:`VideoEmbedding` records instead.
+
+    A question is a string, or a list of strings (a prompt ensemble) whose
+    text embeddings are averaged into one query: a small CLIP trained on
+    captions of one form (the shipped tiny CLIP knows "a small red
+    circle", not "a red object") finds the frames that answer a question
+    far better through the captions that spell it out
+    (``make_needle_videos(...).query_prompts``).
 
     Parameters
     ----------
@@ -80,6 +97,9 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
     >>> encoder = CLIPVideoEncoder().fit([(video, "a red circle")])
     >>> encoder.transform([(video, "a red circle")]).shape[0]
     1
+    >>> ensemble = [(video, ["a small red circle", "a large red circle"])]
+    >>> encoder.transform_videos(ensemble)[0].query.shape
+    (32,)
     """
 
     _parameter_constraints = {
@@ -101,19 +121,20 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
             if not X:
                 raise ValueError("X holds no videos: pass a list of (frames, question) pairs (or a 2-D array of "
                                  "flattened frames), at least one.")
-            if len(X) == 2 and isinstance(X[1], str) and not isinstance(X[0], str):
+            if len(X) == 2 and _is_question(X[1]) and not isinstance(X[0], str):
                 raise ValueError("X is one (frames, question) pair; pass a list of pairs, [(frames, question)], "
                                  "even for one video.")
         if isinstance(X, (list, tuple)) and _is_pair(X[0]):
             pairs = []
             for i, item in enumerate(X):
-                if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[1], str):
-                    raise ValueError(f"X[{i}] must be a (frames, question) pair with the question a string.")
+                if not isinstance(item, (tuple, list)) or len(item) != 2 or not _is_question(item[1]):
+                    raise ValueError(f"X[{i}] must be a (frames, question) pair with the question a string "
+                                     "(or a non-empty list of strings, a prompt ensemble).")
                 frames = check_video_frames(item[0], f"X[{i}][0]")
                 if self.max_frames is not None and len(frames) > self.max_frames:
                     keep = np.round(np.linspace(0, len(frames) - 1, self.max_frames)).astype(int)
                     frames = frames[keep]
-                if not item[1].strip():
+                if any(not text.strip() for text in _prompts(item[1])):
                     raise ValueError(f"X[{i}] has an empty question.")
                 pairs.append((frames, item[1]))
             if reset and hasattr(self, "n_features_in_"):
@@ -167,8 +188,11 @@ class CLIPVideoEncoder(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         pairs = self._pairs(X, reset=False)
-        questions = [question for _, question in pairs]
-        queries = self.text_embedder_.transform(questions)
+        prompts = [_prompts(question) for _, question in pairs]
+        flat = self.text_embedder_.transform([text for texts in prompts for text in texts])
+        ends = np.cumsum([len(texts) for texts in prompts])
+        # A prompt ensemble is the mean of its captions' embeddings.
+        queries = [flat[end - len(texts):end].mean(0) for texts, end in zip(prompts, ends)]
         videos = []
         for (frames, _), query in zip(pairs, queries):
             if len(frames) > self.n_frames_:
