@@ -9,7 +9,9 @@ Frames via Hierarchical Differential Distillation":
 - :class:`ViLAMPCompressor`, a training-free transformer from videos and a
   query to a short token sequence; :class:`ViLAMPClassifier`, a small head
   trained on it end to end; :class:`CLIPVideoEncoder`, frames and questions
-  to CLIP embeddings.
+  to CLIP embeddings; :class:`ClusterKeyframeCompressor` and
+  :func:`cluster_keyframes`, the official code's KMeans keyframe baseline on
+  the same merge.
 - :class:`VideoEmbedding`, :func:`pack_videos` and :func:`unpack_videos`:
   videos as records or as the packed 2-D rows a ``Pipeline`` passes on.
 
@@ -51,12 +53,14 @@ from ._physics import (
 )
 from ._vilamp import (
     CLIPVideoEncoder,
+    ClusterKeyframeCompressor,
     DifferentialFeatureMerger,
     DifferentialKeyframeSelector,
     VideoEmbedding,
     ViLAMPClassifier,
     ViLAMPCompressor,
     ViLAMPNetwork,
+    cluster_keyframes,
     keyframe_references,
     merge_features,
     pack_videos,
@@ -67,6 +71,7 @@ from ._vilamp import (
 __all__ = [
     "CLIPVideoEncoder",
     "CaseBasedVideoPredictor",
+    "ClusterKeyframeCompressor",
     "DifferentialFeatureMerger",
     "DifferentialKeyframeSelector",
     "PhysicsOraclePredictor",
@@ -78,6 +83,7 @@ __all__ = [
     "ViLAMPNetwork",
     "attribute_priority_report",
     "check_video_frames",
+    "cluster_keyframes",
     "infer_attributes",
     "keyframe_references",
     "merge_features",

@@ -1,6 +1,7 @@
 """ViLAMP (Cheng et al., ICML 2025): differential keyframe selection and feature merging."""
 
 from ._classifier import ViLAMPClassifier
+from ._cluster import ClusterKeyframeCompressor, cluster_keyframes
 from ._compressor import ViLAMPCompressor
 from ._encoder import CLIPVideoEncoder
 from ._functional import keyframe_references, merge_features, select_keyframes
@@ -9,12 +10,14 @@ from ._model import DifferentialFeatureMerger, DifferentialKeyframeSelector, ViL
 
 __all__ = [
     "CLIPVideoEncoder",
+    "ClusterKeyframeCompressor",
     "DifferentialFeatureMerger",
     "DifferentialKeyframeSelector",
     "VideoEmbedding",
     "ViLAMPClassifier",
     "ViLAMPCompressor",
     "ViLAMPNetwork",
+    "cluster_keyframes",
     "keyframe_references",
     "merge_features",
     "pack_videos",

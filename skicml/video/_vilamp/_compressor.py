@@ -14,83 +14,12 @@ from ._input import COMPRESSION_CONSTRAINTS, COMPRESSION_DOC, VideoInputMixin, q
 __all__ = ["ViLAMPCompressor"]
 
 
-class ViLAMPCompressor(VideoInputMixin, TransformerMixin, BaseEstimator):
-    __doc__ = """Compress long videos for a query: differential keyframe selection and feature merging.
+class _TokenCompressor(VideoInputMixin, TransformerMixin, BaseEstimator):
+    """What the training-free compressors share: the layout, the merge and the outputs.
 
-    ViLAMP (Cheng et al., ICML 2025) keeps what a question needs of a long
-    video in few tokens: the frames most relevant to the query that are not
-    near-duplicates of each other become keyframes and keep all their
-    patches; every other frame becomes one token, its patches weighted by
-    relevance to the query minus similarity to the same patch of its
-    reference keyframe. ``n_frames * n_patches`` tokens become
-    ``K * n_patches + n_frames - K``. Training-free: frames, patches and query
-    must share one embedding space (a CLIP model's, see
-    :class:`CLIPVideoEncoder`); ``fit`` only reads the layout.
-
-    Parameters
-    ----------
-""" + COMPRESSION_DOC + """    output : {"pooled", "tokens", "selection"}, default="pooled"
-        What :meth:`transform` returns: ``"pooled"`` the mean of the keyframe
-        tokens beside the mean of the merged tokens (2 * dim values);
-        ``"tokens"`` the token sequence, zero-padded to ``max_tokens``
-        (``n_tokens * dim`` values); ``"selection"`` a 0/1 keyframe mask
-        over the frames.
-    max_tokens : int or None, default=None
-        Length of the ``"tokens"`` output; None takes ``n_tokens_max_``.
-        Longer sequences are cut at their end.
-
-    Attributes
-    ----------
-    layout_ : {"packed", "single_frame", "videos"}
-        How ``X`` was read in fit.
-    dim_, n_frames_, n_patches_ : int
-        The layout (``n_frames_`` the longest video for a list input).
-    n_tokens_max_ : int
-        Tokens of a video of ``n_frames_`` frames.
-    n_features_in_ : int
-        Columns of a 2-D ``X``.
-
-    See Also
-    --------
-    ViLAMPClassifier : A trainable head on the compressed tokens.
-    select_keyframes, merge_features : The two steps as functions.
-
-    Examples
-    --------
-    >>> from skicml.datasets import make_needle_embeddings
-    >>> from skicml.video import ViLAMPCompressor, VideoEmbedding
-    >>> data = make_needle_embeddings(4, n_frames=200, n_patches=4, dim=16, random_state=0)
-    >>> videos = [VideoEmbedding(f, q, p) for f, q, p in zip(data.frames, data.queries, data.patches)]
-    >>> compressor = ViLAMPCompressor(max_keyframes=8).fit(videos)
-    >>> compressor.n_tokens_max_
-    224
-    >>> compressor.transform(videos).shape
-    (4, 32)
+    A subclass declares its parameters and chooses the keyframes
+    (``_select``); the merge, the outputs and the layout are these.
     """
-
-    _parameter_constraints = {
-        **COMPRESSION_CONSTRAINTS,
-        "output": [StrOptions({"pooled", "tokens", "selection"})],
-        "max_tokens": [Interval(Integral, 1, None, closed="left"), None],
-    }
-
-    def __init__(self, max_keyframes=32, redundancy_threshold=0.85, min_relevance=None, fill="none",
-                 selector="differential", merge_lambda=1.0, merge_temperature=0.01, reference="preceding",
-                 keyframe_pool=1, output="pooled", max_tokens=None, dim=None, n_frames=None, n_patches=None):
-        self.max_keyframes = max_keyframes
-        self.redundancy_threshold = redundancy_threshold
-        self.min_relevance = min_relevance
-        self.fill = fill
-        self.selector = selector
-        self.merge_lambda = merge_lambda
-        self.merge_temperature = merge_temperature
-        self.reference = reference
-        self.keyframe_pool = keyframe_pool
-        self.output = output
-        self.max_tokens = max_tokens
-        self.dim = dim
-        self.n_frames = n_frames
-        self.n_patches = n_patches
 
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -204,3 +133,82 @@ class ViLAMPCompressor(VideoInputMixin, TransformerMixin, BaseEstimator):
             names = [f"token{t}_{d}" for t in range(self.max_tokens or self.n_tokens_max_)
                      for d in range(self.dim_)]
         return np.asarray(names, dtype=object)
+
+
+class ViLAMPCompressor(_TokenCompressor):
+    __doc__ = """Compress long videos for a query: differential keyframe selection and feature merging.
+
+    ViLAMP (Cheng et al., ICML 2025) keeps what a question needs of a long
+    video in few tokens: the frames most relevant to the query that are not
+    near-duplicates of each other become keyframes and keep all their
+    patches; every other frame becomes one token, its patches weighted by
+    relevance to the query minus similarity to the same patch of its
+    reference keyframe. ``n_frames * n_patches`` tokens become
+    ``K * n_patches + n_frames - K``. Training-free: frames, patches and query
+    must share one embedding space (a CLIP model's, see
+    :class:`CLIPVideoEncoder`); ``fit`` only reads the layout.
+
+    Parameters
+    ----------
+""" + COMPRESSION_DOC + """    output : {"pooled", "tokens", "selection"}, default="pooled"
+        What :meth:`transform` returns: ``"pooled"`` the mean of the keyframe
+        tokens beside the mean of the merged tokens (2 * dim values);
+        ``"tokens"`` the token sequence, zero-padded to ``max_tokens``
+        (``n_tokens * dim`` values); ``"selection"`` a 0/1 keyframe mask
+        over the frames.
+    max_tokens : int or None, default=None
+        Length of the ``"tokens"`` output; None takes ``n_tokens_max_``.
+        Longer sequences are cut at their end.
+
+    Attributes
+    ----------
+    layout_ : {"packed", "single_frame", "videos"}
+        How ``X`` was read in fit.
+    dim_, n_frames_, n_patches_ : int
+        The layout (``n_frames_`` the longest video for a list input).
+    n_tokens_max_ : int
+        Tokens of a video of ``n_frames_`` frames.
+    n_features_in_ : int
+        Columns of a 2-D ``X``.
+
+    See Also
+    --------
+    ViLAMPClassifier : A trainable head on the compressed tokens.
+    select_keyframes, merge_features : The two steps as functions.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_needle_embeddings
+    >>> from skicml.video import ViLAMPCompressor, VideoEmbedding
+    >>> data = make_needle_embeddings(4, n_frames=200, n_patches=4, dim=16, random_state=0)
+    >>> videos = [VideoEmbedding(f, q, p) for f, q, p in zip(data.frames, data.queries, data.patches)]
+    >>> compressor = ViLAMPCompressor(max_keyframes=8).fit(videos)
+    >>> compressor.n_tokens_max_
+    224
+    >>> compressor.transform(videos).shape
+    (4, 32)
+    """
+
+    _parameter_constraints = {
+        **COMPRESSION_CONSTRAINTS,
+        "output": [StrOptions({"pooled", "tokens", "selection"})],
+        "max_tokens": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, max_keyframes=32, redundancy_threshold=0.85, min_relevance=None, fill="none",
+                 selector="differential", merge_lambda=1.0, merge_temperature=0.01, reference="preceding",
+                 keyframe_pool=1, output="pooled", max_tokens=None, dim=None, n_frames=None, n_patches=None):
+        self.max_keyframes = max_keyframes
+        self.redundancy_threshold = redundancy_threshold
+        self.min_relevance = min_relevance
+        self.fill = fill
+        self.selector = selector
+        self.merge_lambda = merge_lambda
+        self.merge_temperature = merge_temperature
+        self.reference = reference
+        self.keyframe_pool = keyframe_pool
+        self.output = output
+        self.max_tokens = max_tokens
+        self.dim = dim
+        self.n_frames = n_frames
+        self.n_patches = n_patches
