@@ -51,7 +51,7 @@ def planted_links():
 
 def test_fine_tuned_link_prediction_ranks_held_out_links_of_a_planted_graph(planted_links):
     graph, train, X, y = planted_links
-    model = GITClassifier(task="link", graph=graph, max_epochs=15, lr=5e-3, **SMALL).fit(train)
+    model = GITClassifier(task="link", graph=graph, max_epochs=10, lr=5e-3, **SMALL).fit(train)
     proba = model.predict_proba(X)
     assert proba.shape == (len(X), 2) and np.all((proba >= 0) & (proba <= 1))
     np.testing.assert_allclose(proba.sum(1), 1.0)
@@ -194,3 +194,67 @@ def test_specialization_targets_follow_the_official_sum_of_positive_and_negative
     targets = _multitask_targets(vectors, labels)
     expected = torch.stack([vectors[0] + vectors[3], (vectors[0] + vectors[1]) / 2, vectors[3]])
     torch.testing.assert_close(targets, expected, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------- edge features
+def test_csr_edge_ids_line_edge_features_up_with_both_directions():
+    from skicml.graph._git._task_trees import csr_adjacency
+
+    edge_index = torch.tensor([[0, 1, 2, 0], [1, 2, 3, 1]])  # (0, 1) twice: the first column wins
+    indptr, neighbors, edge_ids = csr_adjacency(edge_index, 4, return_edge_ids=True)
+    for node in range(4):
+        for position in range(int(indptr[node]), int(indptr[node + 1])):
+            column = int(edge_ids[position])
+            assert {node, int(neighbors[position])} == set(edge_index[:, column].tolist())
+            assert column != 3
+
+
+def test_a_sage_layer_with_edge_features_averages_relu_messages():
+    from skicml.graph._git._model import SAGELayer
+
+    torch.manual_seed(0)
+    layer = SAGELayer(3, 4, edge_dim=3)
+    z, edge_attr = torch.randn(3, 3), torch.randn(3, 3)
+    edge_index = torch.tensor([[1, 2, 0], [0, 0, 1]])  # node 0 hears from 1 and 2, node 1 from 0, node 2 nothing
+    out = layer(z, edge_index, edge_attr)
+    heard = (torch.relu(z[1] + edge_attr[0]) + torch.relu(z[2] + edge_attr[1])) / 2
+    torch.testing.assert_close(out[0], layer.lin_l(heard) + layer.lin_r(z[0]))
+    torch.testing.assert_close(out[2], layer.lin_l.bias + layer.lin_r(z[2]))
+    assert isinstance(SAGELayer(3, 4, edge_dim=2).edge_lin, torch.nn.Linear)
+
+
+@pytest.fixture(scope="module")
+def edge_typed_graphs():
+    # The label is the share of type-1 edges (80% or 20%); node features are noise.
+    import networkx as nx
+
+    rng = np.random.default_rng(0)
+    graphs, y = [], np.arange(120) % 2
+    for label in y:
+        n = int(rng.integers(10, 16))
+        edge_index = np.array(nx.gnm_random_graph(n, 2 * n, seed=int(rng.integers(1 << 30))).edges()).T
+        kind = (rng.random(edge_index.shape[1]) < (0.8 if label else 0.2)).astype(int)
+        graphs.append({"x": rng.normal(size=(n, 8)), "edge_index": edge_index, "edge_attr": np.eye(2)[kind]})
+    return graphs, y
+
+
+def test_edge_features_carry_a_label_that_node_features_do_not(edge_typed_graphs):
+    graphs, y = edge_typed_graphs
+    scores = {}
+    for edge_attr in (None, "edge_attr"):
+        model = GITClassifier(task="graph", mode="in_context", edge_attr=edge_attr, **SMALL).fit(graphs[:60], y[:60])
+        scores[edge_attr] = roc_auc_score(y[60:], model.decision_function(graphs[60:]))
+    assert scores["edge_attr"] > 0.9 and scores[None] < 0.7
+    assert model.edge_dim_ == 2 and model.model_.edge_dim == 2
+    bare = [{"x": g["x"], "edge_index": g["edge_index"]} for g in graphs[:3]]
+    with pytest.raises(ValueError, match="0-d edge features"):
+        model.predict(bare)
+
+
+def test_a_backbone_with_edge_features_saves_and_loads(tmp_path, edge_typed_graphs):
+    graphs, y = edge_typed_graphs
+    model = GITClassifier(task="graph", mode="in_context", edge_attr="edge_attr", **SMALL).fit(graphs[:20], y[:20])
+    model.save(tmp_path / "edges.pt")
+    again = GITClassifier(task="graph", mode="in_context", edge_attr="edge_attr", pretrained=tmp_path / "edges.pt",
+                          **SMALL).fit(graphs[:20], y[:20])
+    np.testing.assert_allclose(again.transform(graphs[20:30]), model.transform(graphs[20:30]), atol=1e-5)

@@ -48,16 +48,18 @@ class TaskTreeNet(torch.nn.Module):
     def trees(self, tasks):
         fanouts = [self.fanout if self.training else -1] * self.model.num_layers
         reference = next(self.model.parameters())
-        x, edge_index, task_of_root, roots = self.task_graph.batch(tasks, fanouts)
+        x, edge_index, edge_attr, task_of_root, roots = self.task_graph.sample(tasks, fanouts)
         device = reference.device
+        if edge_attr is not None:
+            edge_attr = edge_attr.to(device, reference.dtype)
         return [x.to(device, reference.dtype), edge_index.to(device), task_of_root.to(device), roots.to(device),
-                len(tasks)]
+                len(tasks), edge_attr]
 
     def forward(self, tasks):
-        x, edge_index, task_of_root, roots, n_tasks = self.trees(tasks)
+        x, edge_index, task_of_root, roots, n_tasks, edge_attr = self.trees(tasks)
         if self.objective is not None:
             return self.objective(x, edge_index, task_of_root, roots, n_tasks)
-        z = self.model(x, edge_index, task_of_root, roots, n_tasks)
+        z = self.model(x, edge_index, task_of_root, roots, n_tasks, edge_attr)
         return z if self.head is None else self.head(z)
 
 
@@ -120,9 +122,10 @@ class GITBackboneMixin(TorchEstimatorMixin):
         self._pretrained_model = model
         self._pretrained_text_encoder = TfidfSVDTextEncoder.from_state(state) if state else None
 
-    def _setup_model(self, features):
-        """``model_`` for node features ``features`` (n_nodes, width): the pretrained one (behind an input
-        projection when its width differs) or a fresh one seeded by ``random_state``."""
+    def _setup_model(self, features, edge_dim=0):
+        """``model_`` for node features ``features`` (n_nodes, width) and ``edge_dim``-wide edge features
+        (0: none): the pretrained one (behind an input projection when its width differs, with new edge
+        maps when it read no edge features of that width) or a fresh one seeded by ``random_state``."""
         feature_dim = features.shape[1]
         model = self._pretrained_model
         del self._pretrained_model
@@ -134,17 +137,22 @@ class GITBackboneMixin(TorchEstimatorMixin):
                 )
             with seeded(self._seed()):
                 model = GITModel(feature_dim, hidden, self.num_layers, self.norm, self.dropout,
-                                 getattr(self, "predictor_dropout", 0.5))
-        elif feature_dim != model.feature_dim:
+                                 getattr(self, "predictor_dropout", 0.5), edge_dim=edge_dim or None)
+            return model.to(getattr(torch, self.dtype))
+        if feature_dim != model.feature_dim:
             model.add_input_projection(feature_dim)
             _principal_projection(model.project, features)
+        if edge_dim and model.edge_dim != edge_dim:
+            with seeded(self._seed()):
+                model.add_edge_features(edge_dim)
         return model.to(getattr(torch, self.dtype))
 
     def _config(self):
         model = self.model_
         config = {"model": {"input_dim": model.input_dim, "hidden_dim": model.hidden_dim,
                             "num_layers": model.num_layers, "norm": _norm_of(model),
-                            "dropout": model.dropout.p, "predictor_dropout": model.predictor[3].p},
+                            "dropout": model.dropout.p, "predictor_dropout": model.predictor[3].p,
+                            "edge_dim": model.edge_dim},
                   "feature_dim": model.feature_dim}
         encoder = self.text_encoder_
         config["text_encoder"] = encoder.get_state() if hasattr(encoder, "get_state") else None
@@ -190,6 +198,10 @@ class GITBackboneMixin(TorchEstimatorMixin):
         if width != fitted:
             raise ValueError(f"The graphs have {width}-d node features; the {type(self).__name__} was fitted on "
                              f"{fitted}-d ones.")
+        fitted_edges = getattr(self, "edge_dim_", 0)
+        if task_graph.edge_dim != fitted_edges:
+            raise ValueError(f"The graphs have {task_graph.edge_dim}-d edge features (edge_attr); the "
+                             f"{type(self).__name__} was fitted on {fitted_edges}-d ones (0: none).")
         return task_graph
 
     # ------------------------------------------------------------ batches

@@ -135,6 +135,14 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
     validation_fraction : float or None, default=None
         Held-out share (stratified) for early stopping in ``"finetune"``.
     n_iter_no_change : int or None, default=None
+    edge_attr : str, list of str or None, default=None
+        Edge features for the encoder: every message becomes ``relu(z_j +
+        e_ij)`` (the official ``MySAGEConv``, which GIT uses for the edge
+        tasks of graphs with edge texts), through a learned map where the
+        widths differ. A string or list names networkx edge attributes; with
+        any value, dicts, PyG ``Data`` and SMILES give their ``edge_attr``
+        (SMILES: bond type, stereo, conjugation codes). ``None`` ignores edge
+        features.
     dtype : {"float32", "float64"}, default="float32"
     device : str or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
@@ -152,6 +160,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         The class prototypes (``"in_context"``, ``"zero_shot"``); with T
         binary tasks ``(2T, hidden_dim)``, the positive ones then the
         negative ones.
+    edge_dim_ : int
+        Width of the edge features read (0: none).
     n_outputs_ : int
         1, or T for a 2-D ``y`` of T binary tasks (then ``classes_`` is
         ``arange(T)``).
@@ -209,6 +219,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         "freeze_backbone": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "edge_attr": [str, list, None],
     }
 
     def __init__(self, pretrained=None, task="node", graph=None, mode="finetune", class_embeddings=None,
@@ -216,7 +227,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                  freeze_backbone=False, hidden_dim=128, num_layers=2, norm="batch", dropout=0.15,
                  text_encoder=None, text_dim=128, node_attr="x", node_text="text", fanout=10, n_neighbors=10,
                  max_epochs=100, batch_size=256, lr=1e-3, weight_decay=1e-6, validation_fraction=None,
-                 n_iter_no_change=None, dtype="float32", device="auto", random_state=None, verbose="auto"):
+                 n_iter_no_change=None, edge_attr=None, dtype="float32", device="auto", random_state=None,
+                 verbose="auto"):
         self.pretrained = pretrained
         self.task = task
         self.graph = graph
@@ -244,6 +256,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         self.weight_decay = weight_decay
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
+        self.edge_attr = edge_attr
         self.dtype = dtype
         self.device = device
         self.random_state = random_state
@@ -268,7 +281,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                     "task='graph' reads a sequence of graphs (networkx graphs, PyG Data, dicts or SMILES), "
                     f"got {type(X).__name__}."
                 )
-            read = read_task_sets([TaskSet(X, "graph")], node_attr=self.node_attr, node_text=self.node_text)
+            read = read_task_sets([TaskSet(X, "graph")], node_attr=self.node_attr, node_text=self.node_text,
+                                  edge_attr=self.edge_attr)
             if reset:
                 self.graph_ = None
                 self._setup_text_encoder(texts_of(read) + self._class_text_list())
@@ -305,7 +319,7 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         """The :class:`TaskGraph` of ``graph=``, whose errors name ``graph=`` (the shared reader says "X")."""
         try:
             read = read_task_sets([TaskSet(self.graph, "node")], node_attr=self.node_attr,
-                                  node_text=self.node_text)
+                                  node_text=self.node_text, edge_attr=self.edge_attr)
             texts = texts_of(read)
         except (TypeError, ValueError) as error:
             raise _graph_parameter_error(error, self.graph) from None
@@ -434,7 +448,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
         else:
             self.n_outputs_ = 1
             labels = self._labels(y, task_graph.n_tasks)
-        self.model_ = self._setup_model(task_graph.x)
+        self.edge_dim_ = task_graph.edge_dim
+        self.model_ = self._setup_model(task_graph.x, self.edge_dim_)
         vectors = self._class_vectors()
         self.history_, self.head_, self.prototypes_ = {}, None, None
         tasks = {"tasks": torch.arange(task_graph.n_tasks)}
@@ -536,7 +551,8 @@ class GITClassifier(LogitsClassifierMixin, ClassifierMixin, TransformerMixin, GI
                 raise ValueError(f"task='link' reads y as 1 (a link) or 0 (none); found {values[:5].tolist()}.")
             target = target.astype(np.float64)
         self.classes_, self.n_outputs_ = np.array([0, 1]), 1
-        self.model_ = self._setup_model(self.graph_.x)
+        self.edge_dim_ = self.graph_.edge_dim
+        self.model_ = self._setup_model(self.graph_.x, self.edge_dim_)
         self.history_, self.head_, self.prototypes_ = {}, None, None
         if self.mode == "finetune":
             net = LinkNet(self.model_, self.graph_, self._fanout())

@@ -88,9 +88,12 @@ def node_texts(item, node_text):
     return item, None
 
 
-def _read_graphs(items, node_attr, node_text):
+def _read_graphs(items, node_attr, node_text, edge_attr=None):
     split = [node_texts(item, node_text) for item in items]
-    graphs = as_graph_list([graph for graph, _ in split], node_attr=node_attr, edge_attr=None)
+    graphs = as_graph_list([graph for graph, _ in split], node_attr=node_attr, edge_attr=edge_attr)
+    if edge_attr is None:  # dicts, PyG Data and SMILES carry theirs anyway: the encoder ignores them
+        for graph in graphs:
+            graph.edge_attr = graph.edge_attr[:, :0]
     texts = [texts for _, texts in split]
     for position, (graph, these) in enumerate(zip(graphs, texts)):
         if these is not None and len(these) != graph.num_nodes:
@@ -134,6 +137,9 @@ class TaskGraph:
     root_ptr : torch.Tensor of shape (n_tasks + 1,)
     roots : torch.Tensor
         The roots of task ``t`` are ``roots[root_ptr[t]:root_ptr[t + 1]]``.
+    edge_attr : torch.Tensor of shape (n_directed_edges, n_edge_features) or None
+        The features of every CSR entry (both directions of an edge share
+        them), or ``None`` when the encoder reads no edge features.
     """
 
     x: torch.Tensor
@@ -141,6 +147,12 @@ class TaskGraph:
     neighbors: torch.Tensor
     root_ptr: torch.Tensor
     roots: torch.Tensor
+    edge_attr: torch.Tensor = None
+
+    @property
+    def edge_dim(self):
+        """Width of the edge features (0 without)."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
 
     @property
     def n_tasks(self):
@@ -155,10 +167,10 @@ class TaskGraph:
         index = task_index(task, index, self.n_nodes)
         task_of_root, roots = task_roots(task, self.n_nodes, index)
         root_ptr, roots = _roots_ptr(task_of_root, roots, len(index))
-        return TaskGraph(self.x, self.indptr, self.neighbors, root_ptr, roots)
+        return TaskGraph(self.x, self.indptr, self.neighbors, root_ptr, roots, self.edge_attr)
 
     def batch(self, tasks, fanouts, generator=None):
-        """The sampled computation trees of ``tasks``.
+        """The sampled computation trees of ``tasks`` (without edge features: :meth:`sample` has them).
 
         Returns
         -------
@@ -169,6 +181,12 @@ class TaskGraph:
         task_of_root, roots : torch.Tensor
             The tasks' roots in local ids, for :meth:`GITModel.task_embeddings`.
         """
+        x, edge_index, _, task_of_root, local_roots = self.sample(tasks, fanouts, generator)
+        return x, edge_index, task_of_root, local_roots
+
+    def sample(self, tasks, fanouts, generator=None):
+        """:meth:`batch` with the sampled edges' features: ``(x, edge_index, edge_attr or None,
+        task_of_root, roots)``."""
         tasks = torch.as_tensor(tasks, dtype=torch.int64).reshape(-1).cpu()
         starts, counts = self.root_ptr[tasks], self.root_ptr[tasks + 1] - self.root_ptr[tasks]
         task_of_root = torch.repeat_interleave(torch.arange(len(tasks)), counts)
@@ -176,7 +194,8 @@ class TaskGraph:
         roots = self.roots[starts[task_of_root] + offsets]
         seeds, local_roots = torch.unique(roots, return_inverse=True)
         sample = sample_neighbors(self.indptr, self.neighbors, seeds, fanouts, generator=generator)
-        return self.x[sample.nodes], sample.edge_index, task_of_root, local_roots
+        edge_attr = None if self.edge_attr is None else self.edge_attr[sample.positions]
+        return self.x[sample.nodes], sample.edge_index, edge_attr, task_of_root, local_roots
 
 
 def _roots_ptr(task_of_root, roots, n_tasks):
@@ -222,13 +241,14 @@ class ReadTaskSet:
     texts: list
 
 
-def read_task_sets(task_sets, *, node_attr="x", node_text="text"):
-    """The graphs and node texts of ``task_sets`` (before any text is encoded)."""
+def read_task_sets(task_sets, *, node_attr="x", node_text="text", edge_attr=None):
+    """The graphs and node texts of ``task_sets`` (before any text is encoded); edge features only when
+    ``edge_attr`` is not None."""
     out = []
     for task_set in task_sets:
         items = task_set.graph if task_set.task == "graph" else [task_set.graph]
         items = list(items.values if hasattr(items, "iloc") else items)
-        graphs, texts = _read_graphs(items, node_attr, node_text)
+        graphs, texts = _read_graphs(items, node_attr, node_text, edge_attr)
         out.append(ReadTaskSet(task_set.task, task_set.index, graphs, texts))
     if not out:
         raise ValueError("No task sets to read.")
@@ -242,7 +262,7 @@ def texts_of(read_sets):
 
 def build_task_graph(read_sets, text_encoder):
     """One :class:`TaskGraph` of read task sets: their graphs side by side, tasks in order."""
-    xs, edges, task_parts, root_parts, offset, n_tasks = [], [], [], [], 0, 0
+    xs, edges, edge_features, task_parts, root_parts, offset, n_tasks = [], [], [], [], [], 0, 0
     for read in read_sets:
         graphs = read.graphs
         features = features_of(graphs, read.texts, text_encoder)
@@ -251,6 +271,7 @@ def build_task_graph(read_sets, text_encoder):
         for graph, start, features_ in zip(graphs, starts, features):
             xs.append(features_)
             edges.append(torch.as_tensor(graph.edge_index + start + offset))
+            edge_features.append(graph.edge_attr)
         total = int(sum(sizes))
         if read.task == "graph":
             if min(sizes) == 0:
@@ -271,14 +292,25 @@ def build_task_graph(read_sets, text_encoder):
     if len(widths) > 1:
         raise ValueError(f"The task sets' node features have different widths {widths}; one width is needed.")
     x = torch.as_tensor(np.concatenate(xs), dtype=torch.float32)
-    indptr, neighbors = csr_adjacency(torch.cat(edges, dim=1), offset)
+    edge_widths = sorted({e.shape[1] for e in edge_features if len(e)})
+    if len(edge_widths) > 1:
+        raise ValueError(f"The task sets' edge features have different widths {edge_widths}; one width is needed.")
+    indptr, neighbors, edge_ids = csr_adjacency(torch.cat(edges, dim=1), offset, return_edge_ids=True)
+    edge_attr = None
+    if edge_widths and edge_widths[0] > 0:
+        width = edge_widths[0]
+        table = np.concatenate([e if len(e) else np.zeros((0, width)) for e in edge_features])
+        if not np.isfinite(table).all():
+            raise ValueError("The edge features contain NaN or infinite values.")
+        edge_attr = torch.as_tensor(table, dtype=torch.float32)[edge_ids]
     root_ptr, roots = _roots_ptr(torch.cat(task_parts), torch.cat(root_parts), n_tasks)
-    return TaskGraph(x, indptr, neighbors, root_ptr, roots)
+    return TaskGraph(x, indptr, neighbors, root_ptr, roots, edge_attr)
 
 
-def read_task_graph(task_sets, text_encoder, *, node_attr="x", node_text="text"):
+def read_task_graph(task_sets, text_encoder, *, node_attr="x", node_text="text", edge_attr=None):
     """One :class:`TaskGraph` of several task sets (their graphs side by side, tasks in order)."""
-    return build_task_graph(read_task_sets(task_sets, node_attr=node_attr, node_text=node_text), text_encoder)
+    return build_task_graph(read_task_sets(task_sets, node_attr=node_attr, node_text=node_text,
+                                           edge_attr=edge_attr), text_encoder)
 
 
 def knn_task_graph(train_rows, neighbors_model, n_neighbors, rows=None):

@@ -64,8 +64,8 @@ class LinkNet(TaskTreeNet):
 
     def node_embeddings(self, nodes):
         """Task-tree embeddings ``(len(nodes), d)`` of the trees of ``nodes`` (distinct ids)."""
-        x, edge_index, task_of_root, roots, n_tasks = self.trees(nodes)
-        return self.model(x, edge_index, task_of_root, roots, n_tasks)
+        x, edge_index, task_of_root, roots, n_tasks, edge_attr = self.trees(nodes)
+        return self.model(x, edge_index, task_of_root, roots, n_tasks, edge_attr)
 
     def forward(self, pairs):
         pairs = torch.as_tensor(pairs, dtype=torch.int64).cpu()

@@ -36,15 +36,29 @@ def mean_aggregate(z, edge_index, num_nodes=None):
 
 
 class SAGELayer(nn.Module):
-    """GraphSAGE with mean aggregation: ``W_l mean_{j -> i} z_j + b + W_r z_i`` (PyG ``SAGEConv``'s form)."""
+    """GraphSAGE with mean aggregation: ``W_l mean_{j -> i} m_ij + b + W_r z_i`` (PyG ``SAGEConv``'s form).
 
-    def __init__(self, in_dim, out_dim):
+    The message ``m_ij`` is ``z_j``, or with edge features ``relu(z_j +
+    e_ij)`` as the official ``MySAGEConv``; ``e_ij`` goes through
+    ``edge_lin`` when its width is not the layer's input width (the official
+    code needs the two equal).
+    """
+
+    def __init__(self, in_dim, out_dim, edge_dim=None):
         super().__init__()
         self.lin_l = nn.Linear(in_dim, out_dim)
         self.lin_r = nn.Linear(in_dim, out_dim, bias=False)
+        self.edge_lin = None
+        if edge_dim:
+            self.edge_lin = nn.Identity() if edge_dim == in_dim else nn.Linear(edge_dim, in_dim)
 
-    def forward(self, z, edge_index):
-        return self.lin_l(mean_aggregate(z, edge_index)) + self.lin_r(z)
+    def forward(self, z, edge_index, edge_attr=None):
+        if edge_attr is None or self.edge_lin is None:
+            return self.lin_l(mean_aggregate(z, edge_index)) + self.lin_r(z)
+        messages = F.relu(z[edge_index[0]] + self.edge_lin(edge_attr))
+        total = z.new_zeros((z.shape[0], messages.shape[1])).index_add_(0, edge_index[1], messages)
+        count = torch.bincount(edge_index[1], minlength=z.shape[0]).clamp_min_(1).to(z.dtype)
+        return self.lin_l(total / count[:, None]) + self.lin_r(z)
 
 
 class GITModel(nn.Module):
@@ -62,17 +76,21 @@ class GITModel(nn.Module):
     norm : {"batch", None}, default="batch"
     dropout : float, default=0.15
     predictor_dropout : float, default=0.5
+    edge_dim : int or None, default=None
+        Width of the edge features the layers read (``None``: none).
     """
 
-    def __init__(self, input_dim, hidden_dim, num_layers=2, norm="batch", dropout=0.15, predictor_dropout=0.5):
+    def __init__(self, input_dim, hidden_dim, num_layers=2, norm="batch", dropout=0.15, predictor_dropout=0.5,
+                 edge_dim=None):
         super().__init__()
         if num_layers == 0 and hidden_dim != input_dim:
             raise ValueError(f"num_layers=0 keeps the {input_dim}-d features; hidden_dim={hidden_dim} must equal it.")
         if norm not in ("batch", None):
             raise ValueError(f"norm={norm!r}; expected 'batch' or None.")
         self.input_dim, self.hidden_dim, self.num_layers = int(input_dim), int(hidden_dim), int(num_layers)
+        self.edge_dim = int(edge_dim) if edge_dim else None
         widths = [input_dim] + [hidden_dim] * num_layers
-        self.convs = nn.ModuleList(SAGELayer(a, b) for a, b in zip(widths[:-1], widths[1:]))
+        self.convs = nn.ModuleList(SAGELayer(a, b, self.edge_dim) for a, b in zip(widths[:-1], widths[1:]))
         self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_dim) if norm == "batch" else nn.Identity()
                                    for _ in range(num_layers))
         self.dropout = nn.Dropout(dropout)
@@ -89,17 +107,25 @@ class GITModel(nn.Module):
         """Width of the node features the model reads (``input_dim`` unless a projection was added)."""
         return self.project.in_features if isinstance(self.project, nn.Linear) else self.input_dim
 
+    def add_edge_features(self, edge_dim):
+        """Read ``edge_dim``-wide edge features from now on: new ``edge_lin`` maps where widths differ."""
+        self.edge_dim = int(edge_dim)
+        for conv in self.convs:
+            in_dim = conv.lin_r.in_features
+            conv.edge_lin = nn.Identity() if edge_dim == in_dim else nn.Linear(edge_dim, in_dim)
+        return self
+
     def add_input_projection(self, feature_dim):
         """Read ``feature_dim``-wide features through a new ``Linear(feature_dim, input_dim)``."""
         self.project = nn.Linear(feature_dim, self.input_dim) if feature_dim != self.input_dim else nn.Identity()
         return self
 
-    def encode(self, x, edge_index):
+    def encode(self, x, edge_index, edge_attr=None):
         """Node embeddings ``(n_nodes, hidden_dim)`` of projected features ``x``; ``edge_index`` holds
-        (source, target) messages."""
+        (source, target) messages, ``edge_attr`` their features (or ``None``)."""
         z = x
         for conv, norm in zip(self.convs, self.norms):
-            z = F.relu(conv(z, edge_index))
+            z = F.relu(conv(z, edge_index, edge_attr))
             if isinstance(norm, nn.BatchNorm1d) and self.training and len(z) < 2:
                 # Batch statistics of one row are undefined: use the running ones.
                 z = F.batch_norm(z, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0,
@@ -114,9 +140,10 @@ class GITModel(nn.Module):
         n_tasks = int(task_of_root.max()) + 1 if n_tasks is None else n_tasks
         return self.pooling(mean_aggregate(z, torch.stack([roots, task_of_root]), n_tasks))
 
-    def forward(self, x, edge_index, task_of_root, roots, n_tasks=None):
+    def forward(self, x, edge_index, task_of_root, roots, n_tasks=None, edge_attr=None):
         """Task-tree embeddings of the tasks whose roots are given, from raw features ``x``."""
-        return self.task_embeddings(self.encode(self.project(x), edge_index), task_of_root, roots, n_tasks)
+        return self.task_embeddings(self.encode(self.project(x), edge_index, edge_attr), task_of_root, roots,
+                                    n_tasks)
 
 
 def augment_graph(x, edge_index, *, feature_mask_p=0.2, edge_drop_p=0.2, generator=None):

@@ -31,7 +31,7 @@ def _check_nodes(ids, num_nodes, what):
         raise ValueError(f"{what} refer to nodes {bad} outside the graph's 0..{num_nodes - 1}.")
 
 
-def csr_adjacency(edge_index, num_nodes, *, directed=False):
+def csr_adjacency(edge_index, num_nodes, *, directed=False, return_edge_ids=False):
     """Both directions of every edge as a CSR structure ``(indptr, neighbors)``, neighbours sorted.
 
     Parameters
@@ -44,23 +44,34 @@ def csr_adjacency(edge_index, num_nodes, *, directed=False):
         Read ``edge_index`` as (source, target) messages and list each
         node's sources only: how new nodes hear from a graph that does not
         hear from them.
+    return_edge_ids : bool, default=False
+        Also return, for every CSR entry, the column of ``edge_index`` it
+        comes from (the first one, when an edge is listed more than once):
+        what lines edge features up with the entries.
 
     Returns
     -------
     indptr : torch.Tensor of shape (num_nodes + 1,)
         The neighbours of node ``v`` are ``neighbors[indptr[v]:indptr[v + 1]]``.
     neighbors : torch.Tensor of shape (n_directed_edges,)
+    edge_ids : torch.Tensor of shape (n_directed_edges,)
+        Only with ``return_edge_ids``.
     """
     edge_index = torch.as_tensor(edge_index, dtype=torch.int64)
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape (2, n_edges), got {tuple(edge_index.shape)}.")
     _check_nodes(edge_index.reshape(-1), num_nodes, "edge_index entries")
     both = edge_index.flip(0) if directed else torch.cat([edge_index, edge_index.flip(0)], dim=1)
-    keys = torch.unique(both[0] * num_nodes + both[1])  # sorted by node, then neighbour
+    keys, inverse = torch.unique(both[0] * num_nodes + both[1], return_inverse=True)  # sorted by node, neighbour
     source, neighbors = keys // num_nodes, keys % num_nodes
     indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
     indptr[1:] = torch.bincount(source, minlength=num_nodes).cumsum(0)
-    return indptr, neighbors
+    if not return_edge_ids:
+        return indptr, neighbors
+    columns = torch.arange(both.shape[1]) % max(edge_index.shape[1], 1)
+    edge_ids = torch.full((len(keys),), both.shape[1], dtype=torch.int64)
+    edge_ids.scatter_reduce_(0, inverse, columns, reduce="amin")
+    return indptr, neighbors, edge_ids
 
 
 @dataclass
@@ -78,12 +89,16 @@ class SampledSubgraph:
     n_seeds : int
     hop_sizes : list of int
         Nodes added by each hop (the seeds are hop 0).
+    positions : torch.Tensor of shape (n_edges,) or None
+        The CSR entry (a position in ``neighbors``) of every sampled edge:
+        where its edge features are.
     """
 
     nodes: torch.Tensor
     edge_index: torch.Tensor
     n_seeds: int
     hop_sizes: list
+    positions: torch.Tensor = None
 
 
 def _choose_per_segment(segment, n_segments, limit, generator):
@@ -132,7 +147,7 @@ def sample_neighbors(indptr, neighbors, seeds, fanouts, *, generator=None):
         raise ValueError("seeds must be distinct node ids.")
     local = torch.full((num_nodes,), -1, dtype=torch.int64)
     local[seeds] = torch.arange(len(seeds))
-    nodes, frontier, sources, targets, hop_sizes = [seeds], seeds, [], [], [len(seeds)]
+    nodes, frontier, sources, targets, hop_sizes, kept = [seeds], seeds, [], [], [len(seeds)], []
     for fanout in fanouts:
         degree = indptr[frontier + 1] - indptr[frontier]
         segment = torch.repeat_interleave(torch.arange(len(frontier)), degree)
@@ -140,6 +155,7 @@ def sample_neighbors(indptr, neighbors, seeds, fanouts, *, generator=None):
         position = indptr[frontier][segment] + offsets
         keep = _choose_per_segment(segment, len(frontier), int(fanout), generator)
         target, neighbor = frontier[segment[keep]], neighbors[position[keep]]
+        kept.append(position[keep])
         unseen = neighbor[local[neighbor] < 0]
         fresh, inverse = torch.unique(unseen, return_inverse=True)
         # New nodes in order of first appearance, so ids do not depend on unique's sorting.
@@ -154,7 +170,8 @@ def sample_neighbors(indptr, neighbors, seeds, fanouts, *, generator=None):
         frontier = new
     edge_index = torch.stack([torch.cat(sources), torch.cat(targets)]) if sources else torch.zeros(
         (2, 0), dtype=torch.int64)
-    return SampledSubgraph(torch.cat(nodes), edge_index, len(seeds), hop_sizes[1:])
+    positions = torch.cat(kept) if kept else torch.zeros(0, dtype=torch.int64)
+    return SampledSubgraph(torch.cat(nodes), edge_index, len(seeds), hop_sizes[1:], positions)
 
 
 def add_task_nodes(edge_index, num_nodes, task, index=None, *, graph_ids=None):
