@@ -18,6 +18,9 @@ conditioning frame". Two scenarios (``--scenario``):
   kinetic energy after it, and whether the generated velocities follow the
   true ones before and after the contact.
 
+- ``parabola``: one ball thrown horizontally under gravity 2.5, 3 + 5
+  frames; the horizontal velocity error and the height error.
+
 Then, for uniform motion:
 
 - the case-based analysis: for the clips whose speed is out of
@@ -26,6 +29,12 @@ Then, for uniform motion:
 - the attribute-priority experiment (``--priority``): train on red slow and
   blue fast balls (colour vs velocity; also size vs velocity), test on the
   swapped cells, and count which attribute the generations keep;
+- the interpolation experiment (``--gap two three``): train on speeds
+  in ``[1, 1.25] U [3.75, 4]`` (and with the middle band ``[2.375,
+  2.625]``), test over ``[1, 4]`` and beyond; for clips whose speed lies
+  in the gap, the histogram of generated speeds and the share within
+  0.125 of a training band (snapping to a case) against the share between
+  (interpolating);
 - timing: seconds per training step and per sampled video.
 
 The model's options are those of the recipe ``skicml pretrain
@@ -38,6 +47,15 @@ running beside them)::
     python benchmarks/bench_video_physics_world_model.py --scenario collision --sizes 300 3000 --steps 1000 --n-eval 30
     python benchmarks/bench_video_physics_world_model.py --sizes --priority color,velocity --priority-train 600
     python benchmarks/bench_video_physics_world_model.py --sizes --priority size,velocity --priority-train 600
+
+The reruns at the shipped network's 3,200 steps (each fit about 38 minutes
+on one quiet thread; seeds 0 and 1)::
+
+    python benchmarks/bench_video_physics_world_model.py --sizes --steps 3200 --seed 0 \
+        --priority color,velocity size,velocity color,size velocity,shape --json priority_s0.json
+    python benchmarks/bench_video_physics_world_model.py --sizes --steps 3200 --seed 0 --gap two three --json gap_s0.json
+    python benchmarks/bench_video_physics_world_model.py --scenario collision --sizes 3000 --steps 3200 --n-eval 30
+    python benchmarks/bench_video_physics_world_model.py --scenario parabola --sizes 3000 --steps 3200 --n-eval 30
 
 ``--time-sampling uniform`` trains with the uniform flow times of the
 first version (the table of 2026-12-05).
@@ -64,7 +82,7 @@ import pandas as pd
 import torch
 from _common import fit_predict_timed
 
-from skicml.datasets import make_attribute_pair_split, make_physics_eval, make_physics_videos
+from skicml.datasets import make_attribute_pair_split, make_gap_split, make_physics_eval, make_physics_videos
 from skicml.video import (
     CaseBasedVideoPredictor,
     PhysicsOraclePredictor,
@@ -77,14 +95,18 @@ from skicml.video._physics._evaluation import BUCKETS, N_COND, add_model_options
     pretrained_model, recipe_model, speed_following
 
 #: The errors reported per scenario (the first is the headline).
-ERRORS = {"uniform": ["vel_error"], "collision": ["post_vel_err", "pre_vel_err", "momentum_err", "energy_err"]}
+ERRORS = {"uniform": ["vel_error"], "parabola": ["vel_error", "y_err"],
+          "collision": ["post_vel_err", "pre_vel_err", "momentum_err", "energy_err"]}
 #: Frames per clip by default: a collision needs 8 before the contact and 8 after it.
-N_FRAMES = {"uniform": 8, "collision": 16}
+N_FRAMES = {"uniform": 8, "parabola": 8, "collision": 16}
+#: The interpolation experiment's training bands of speed (``--gap``): the
+#: paper's widest gap, and the same with a middle band put back.
+GAP_BANDS = {"two": ((1.0, 1.25), (3.75, 4.0)), "three": ((1.0, 1.25), (2.375, 2.625), (3.75, 4.0))}
 
 
 def scenario_videos(n, args, seed):
-    if args.scenario == "collision":
-        return make_physics_videos("collision", n, n_frames=args.n_frames, random_state=seed)
+    if args.scenario in ("collision", "parabola"):
+        return make_physics_videos(args.scenario, n, n_frames=args.n_frames, random_state=seed)
     return make_physics_videos("uniform", n, n_frames=args.n_frames, min_frames_in_view=args.n_frames,
                                random_state=seed)
 
@@ -132,6 +154,8 @@ def motion_following(model, test, args):
     """Whether the rollouts follow the given motion (and, for collisions, the law after the contact)."""
     if args.scenario == "collision":
         return collision_following(model, test)
+    if args.scenario == "parabola":
+        return {}
     result = speed_following(model, test)
     print("in distribution, generated against given speed:",
           json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
@@ -180,6 +204,54 @@ def attribute_priority(pair, args):
     return report
 
 
+def gap_interpolation(name, args):
+    """Train on speed bands with a gap; is a speed in the gap interpolated or snapped to a band's edge?
+
+    The paper's reading: a model that interpolates lands between the bands
+    (a generated speed near the true one), a case-based one snaps to the
+    nearest training speed (a band's edge). Reported per region (band, gap,
+    extrapolation): the velocity error, the slope of the generated speed on
+    the true one, and for the gap, the histogram of generated speeds and the
+    share within 0.125 of a training band against the share in the gap's
+    interior.
+    """
+    bands = GAP_BANDS[name]
+    split = make_gap_split(bands, eval_grid=(args.gap_eval_speeds, 4), n_extrapolation=6)
+    train = make_physics_videos("uniform", params=split.train, n_frames=args.n_frames,
+                                min_frames_in_view=args.n_frames, random_state=args.seed)
+    test = make_physics_videos("uniform", params=split.test.drop(columns="region"), n_frames=args.n_frames,
+                               min_frames_in_view=args.n_frames, random_state=args.seed + 1)
+    model = recipe_model(args, len(train.videos)).fit(train.videos[:, :N_COND], train.videos[:, N_COND:])
+    full = model.predict(test.videos[:, :N_COND], return_full=True)
+    generated = infer_attributes(full, n_cond_frames=N_COND, colors=["red"])["velocity"].to_numpy()
+    errors = velocity_error(full, test.params, "uniform", n_cond_frames=N_COND, states_true=test.states)
+    region = split.test["region"].to_numpy()
+    true = split.test["v1"].to_numpy()
+    result = {"bands": [list(b) for b in bands], "n_train": len(train.videos)}
+    print(f"gap split {name} {bands} ({len(train.videos)} training clips):")
+    for part in ("band", "gap", "extrapolation"):
+        rows = (region == part) & np.isfinite(generated)
+        slope = float(np.polyfit(true[rows], generated[rows], 1)[0]) if rows.sum() > 2 else float("nan")
+        result[part] = {"n": int((region == part).sum()), "parsed": float(rows.sum() / max((region == part).sum(), 1)),
+                        "vel_error": float(errors["vel_error"][region == part].mean()), "slope": slope}
+        print(f"  {part:<13} n {result[part]['n']:4d}  velocity error {result[part]['vel_error']:.3f}  "
+              f"slope of generated on true speed {slope:.2f}", flush=True)
+    in_gap = (region == "gap") & np.isfinite(generated)
+    near_band = np.zeros(in_gap.sum(), dtype=bool)
+    for low, high in bands:
+        near_band |= (generated[in_gap] >= low - 0.125) & (generated[in_gap] <= high + 0.125)
+    edges = np.arange(0.5, 4.51, 0.25)
+    counts, _ = np.histogram(generated[in_gap], bins=edges)
+    result["gap"] |= {"near_a_band": float(near_band.mean()), "histogram_edges": edges.tolist(),
+                      "histogram": counts.tolist(), "true_mean": float(true[in_gap].mean()),
+                      "generated_mean": float(generated[in_gap].mean())}
+    print(f"  gap: {100 * near_band.mean():.0f}% of generated speeds within 0.125 of a training band "
+          f"(snapping), {100 * (1 - near_band.mean()):.0f}% between (interpolation)")
+    print("  histogram of generated speeds for gap clips: "
+          + " ".join(f"[{lo:.2f},{lo + 0.25:.2f}):{c}" for lo, c in zip(edges[:-1], counts) if c), flush=True)
+    return result
+
+
 def timing(args):
     data = scenario_videos(64, args, args.seed)
     X, y = data.videos[:args.batch_size, :N_COND], data.videos[:args.batch_size, N_COND:]
@@ -210,6 +282,9 @@ def build_parser():
     parser.add_argument("--priority", nargs="*", default=[], help="pairs such as color,velocity (uniform)")
     parser.add_argument("--priority-grid", type=int, default=31)
     parser.add_argument("--priority-train", type=int, default=600)
+    parser.add_argument("--gap", nargs="*", default=[], choices=sorted(GAP_BANDS),
+                        help="the interpolation split(s): two bands, or three with a middle one (uniform)")
+    parser.add_argument("--gap-eval-speeds", type=int, default=31, help="speeds of the gap split's grid over [1, 4]")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=None)
     parser.add_argument("--save-models", default=None, help="folder for the fitted models (pickles)")
@@ -231,8 +306,8 @@ def main(argv=None):
         ])
     if args.n_frames is None:
         args.n_frames = N_FRAMES[args.scenario]
-    if args.priority and args.scenario != "uniform":
-        parser.error("--priority splits are of uniform motion; leave --scenario at uniform.")
+    if (args.priority or args.gap) and args.scenario != "uniform":
+        parser.error("--priority and --gap splits are of uniform motion; leave --scenario at uniform.")
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=FutureWarning)
     results = {"settings": {k: v for k, v in vars(args).items() if k != "gpu"}, "errors": []}
@@ -282,6 +357,8 @@ def main(argv=None):
     for pair in args.priority:
         report = attribute_priority(tuple(pair.split(",")), args)
         results.setdefault("priority", {})[pair] = report.reset_index().to_dict(orient="records")
+    for name in args.gap:
+        results.setdefault("gap", {})[name] = gap_interpolation(name, args)
     results["timing"] = timing(args)
     if args.json:
         with open(args.json, "w") as handle:
