@@ -295,11 +295,11 @@ def make_semantic_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_cla
 
     The sibling of :func:`make_graph_domains` for GIT's claim that
     pretraining on some graphs transfers *meaning* to others. Every domain
-    draws its classes from one bank of 24 concepts (:data:`SEMANTIC_BANK`:
+    draws its classes from one bank of 24 concepts (``SEMANTIC_BANK`` in this module:
     astronomy, cooking, genetics, jazz, ...), so two domains drawn with
     different ``random_state`` share the bank but not their graphs:
 
-    - each domain has a style (:data:`SEMANTIC_STYLES`: research papers,
+    - each domain has a style (``SEMANTIC_STYLES`` there: research papers,
       shop listings, forum threads, news, encyclopedia entries, social
       posts) that words its node texts ("A research paper on gene
       expression.", "Customers who like DNA and heredity bought this
