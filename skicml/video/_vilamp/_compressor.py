@@ -174,6 +174,7 @@ class ViLAMPCompressor(_TokenCompressor):
     See Also
     --------
     ViLAMPClassifier : A trainable head on the compressed tokens.
+    ClusterKeyframeCompressor : The official KMeans keyframe baseline on the same merge.
     select_keyframes, merge_features : The two steps as functions.
 
     Examples
