@@ -277,8 +277,8 @@ def part_mechanisms(args):
                     missed += 1
                     decoy_taken += bool(row[decoy].any())
                 both += bool(km_row[a:b].any() and km_row[decoy].any())
-        print(f"  seed {seed}, decoys, K=17, tau 0.85: {events} events, decoy more relevant than its event {outranked}, "
-              f"missed by DKS {missed} (their decoy taken: {decoy_taken}); closest event-decoy cosine, median "
+        print(f"  seed {seed}, decoys, K=17, tau 0.85: {events} events, decoy more relevant than its event "
+              f"{outranked}, missed by DKS {missed} (their decoy taken: {decoy_taken}); closest event-decoy cosine, median "
               f"{np.median(closest):.3f}; KMeans took event and decoy {both}")
         data = make_needle_videos(args.stress_videos, n_frames=n, n_objects=1, n_classes=3, random_state=seed,
                                   **STRESS["3 events + 3 distractors"])
