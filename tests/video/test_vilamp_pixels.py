@@ -19,6 +19,7 @@ from skicml.video import (
     ViLAMPCompressor,
     cluster_keyframes,
     merge_features,
+    pack_videos,
 )
 
 
@@ -141,6 +142,11 @@ def test_cluster_compressor_is_the_vilamp_merge_on_cluster_keyframes():
         torch.testing.assert_close(sequence, want)
         assert torch.equal(kind, want_types)
     assert compressor.transform(videos).shape == (3, 16)
+    # Packed rows (what CLIPVideoEncoder hands on in a Pipeline) are read by their header, with no argument.
+    X = pack_videos(videos)
+    on_rows = ClusterKeyframeCompressor(max_keyframes=5, n_clusters=12).fit(X)
+    assert on_rows.layout_ == "packed"
+    np.testing.assert_allclose(on_rows.transform(X), compressor.transform(videos), atol=1e-6)
     mask = compressor.set_params(output="selection").transform(videos)
     assert (mask.sum(1) == 5).all()
 
