@@ -8,7 +8,13 @@ The method families add their generators here (``make_shape_scenes``,
 from ._contexture import make_context_blobs, make_planted_spectrum
 from ._graph_domains import make_graph_domains, make_semantic_graph_domains
 from ._molecules import HARTREE_TO_EV, load_nci_tpsa, load_qm9, make_triangle_graphs, qm9_split
-from ._object_scenes import make_object_scenes, object_classes, object_partners
+from ._object_scenes import (
+    free_object_scene_words,
+    make_free_object_scenes,
+    make_object_scenes,
+    object_classes,
+    object_partners,
+)
 from ._physics import (
     PHYSICS_ID_RANGES,
     PHYSICS_OOD_VALUES,
@@ -68,6 +74,7 @@ __all__ = [
     "SHAPE_TEXTURES",
     "TEMPLATE_OBJECTS",
     "corrupt_images",
+    "free_object_scene_words",
     "load_nci_tpsa",
     "load_qm9",
     "load_sample_videos",
@@ -76,6 +83,7 @@ __all__ = [
     "make_collision_hole_split",
     "make_context_blobs",
     "make_flip_split",
+    "make_free_object_scenes",
     "make_gap_split",
     "make_graph_domains",
     "make_needle_embeddings",

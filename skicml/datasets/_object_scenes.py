@@ -21,7 +21,8 @@ from ..utils.param_validation import Integral, Interval, Real, validate_params
 from ._shapes import SHAPE_COLORS, SHAPE_NAMES, SHAPE_SIZES, _SCENE_RULES, _article, _shape_mask
 from ._validation import NAMES, check_names
 
-__all__ = ["make_object_scenes", "object_classes", "object_partners"]
+__all__ = ["free_object_scene_words", "make_free_object_scenes", "make_object_scenes", "object_classes",
+           "object_partners"]
 
 _DEFAULT_SHAPES = ("circle", "square", "triangle", "cross")
 _DEFAULT_COLORS = tuple(SHAPE_COLORS)[:6]  # red, green, blue, yellow, purple, orange
@@ -417,4 +418,435 @@ def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, m
         return images, captions, objects
     masks = np.zeros((n, hi, S, S), dtype=bool)
     masks[scene_i[k], slot_j[k], py, px] = True
+    return images, captions, objects, masks
+
+
+# --------------------------------------------------------------------------
+# Free scenes: objects off the grid, overlapping, with long captions (issue 58)
+# --------------------------------------------------------------------------
+#: Radius ranges of each size, as shares of the image side (uniform within).
+#: At 48 pixels a small object is 6 to 9 pixels across and a large one 12 to
+#: 16, so against 8-pixel image patches most objects straddle patches.
+_FREE_SIZES = {"small": (0.06, 0.09), "large": (0.12, 0.17)}
+#: Every object keeps at least this share of its pixels in view.
+_MIN_VISIBLE = 0.5
+#: Centre offsets below this share of the image side do not make a relation.
+_RELATION_SLACK = 0.06
+_PLACEMENT_TRIES = 48  # candidate positions per object and round
+_PLACEMENT_ROUNDS = 60  # rounds of redrawing the scenes that do not fit
+_CHUNK = 512  # scenes rendered at once (masks of a chunk: ~10 MB at 48 px)
+_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+            "twelve")
+_PLURALS = {"circle": "circles", "square": "squares", "triangle": "triangles", "diamond": "diamonds",
+            "cross": "crosses"}
+_FREE_WORDS = ("there", "is", "are", "object", "objects", "a", "at", "the", "top", "bottom", "left", "right",
+               "middle", "on", "in", "of", "above", "below", "and", "hides", "part", "no", "another", "all",
+               ".", ",", ":", ";")
+
+
+def free_object_scene_words(shapes=None, colors=None, sizes=None):
+    """Every word and punctuation mark a :func:`make_free_object_scenes` caption can hold.
+
+    For building the vocabulary of a model trained on those captions: the
+    sentence words, the counts "one" to "twelve", the shapes in the singular
+    and the plural, the colours and the sizes.
+
+    Parameters
+    ----------
+    shapes, colors, sizes : sequence of str or None, default=None
+        As in :func:`make_free_object_scenes`.
+
+    Returns
+    -------
+    list of str
+        Sorted, each once.
+
+    Examples
+    --------
+    >>> from skicml.datasets import free_object_scene_words
+    >>> words = free_object_scene_words()
+    >>> "crosses" in words, "twelve" in words, "hides" in words, "diamond" in words
+    (True, True, True, False)
+    """
+    shape_names = check_names(shapes, "shapes", SHAPE_NAMES, _DEFAULT_SHAPES)
+    color_names = check_names(colors, "colors", tuple(SHAPE_COLORS), _DEFAULT_COLORS)
+    size_names = check_names(sizes, "sizes", tuple(SHAPE_SIZES))
+    words = set(_FREE_WORDS) | set(_NUMBERS[1:]) | set(shape_names) | {_PLURALS[s] for s in shape_names}
+    return sorted(words | set(color_names) | set(size_names))
+
+
+def _count_phrase(counts, names, plural):
+    """"two circles , one square and one cross" (or "two red , one green") of the non-zero counts."""
+    parts = [f"{_NUMBERS[c]} {(_PLURALS[n] if c > 1 else n) if plural else n}" for c, n in zip(counts, names) if c]
+    return parts[0] if len(parts) == 1 else " , ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _relation_phrase(dx, dy, slack):
+    """Where an object at offset (dx, dy) (pixels, y down) from another lies: "below and left of"."""
+    vertical = "below" if dy > slack else "above" if dy < -slack else ""
+    horizontal = "right of" if dx > slack else "left of" if dx < -slack else ""
+    if not vertical and not horizontal:  # closer than the slack on both axes: the larger offset decides
+        if abs(dy) >= abs(dx):
+            vertical = "below" if dy > 0 else "above"
+        else:
+            horizontal = "right of" if dx > 0 else "left of"
+    return " and ".join(p for p in (vertical, horizontal) if p)
+
+
+def _place(rng, r, present, lo_margin, size, overlap):
+    """Centres (c, k, 2) of objects of radii ``r`` (c, k), drawn one slot at a time among free positions.
+
+    A slot tries ``_PLACEMENT_TRIES`` uniform positions that keep the object
+    inside the image and keep its centre ``(1 - overlap) * (r_i + r_j)``
+    and ``_EXTENT * max(r_i, r_j)`` away from every object placed before (so
+    no object's centre lies under another); a scene where some slot finds
+    none is flagged (second output) to be drawn again.
+    """
+    c, k = r.shape
+    centre = np.zeros((c, k, 2))
+    failed = np.zeros(c, dtype=bool)
+    for j in range(k):
+        low = lo_margin[:, j, None, None]
+        tries = low + rng.uniform(size=(c, _PLACEMENT_TRIES, 2)) * (size - 2 * low)
+        ok = np.ones((c, _PLACEMENT_TRIES), dtype=bool)
+        if j:
+            d = np.linalg.norm(tries[:, :, None, :] - centre[:, None, :j, :], axis=-1)  # (c, T, j)
+            need = np.maximum((1 - overlap) * (r[:, None, :j] + r[:, j, None, None]),
+                              _EXTENT * np.maximum(r[:, None, :j], r[:, j, None, None]))
+            ok = ((d >= need) | ~present[:, None, :j]).all(-1)
+        first = np.argmax(ok, axis=1)
+        centre[:, j] = tries[np.arange(c), first]
+        failed |= present[:, j] & ~ok.any(1)
+    return centre, failed
+
+
+def _render_full(shape_names, shape, cx, cy, r, present, size):
+    """Each object's whole (unoccluded) pixels, (c, k, size, size) bool."""
+    c, k = r.shape
+    full = np.zeros((c, k, size, size), dtype=bool)
+    scene_i, slot_j = np.nonzero(present)
+    if not scene_i.size:
+        return full
+    m_cx, m_cy, m_r, m_shape = cx[scene_i, slot_j], cy[scene_i, slot_j], r[scene_i, slot_j], shape[scene_i, slot_j]
+    half = int(np.ceil(_EXTENT * m_r.max())) + 1
+    offsets = np.arange(-half, half + 1)
+    ys = np.floor(m_cy).astype(np.int64)[:, None] + offsets
+    xs = np.floor(m_cx).astype(np.int64)[:, None] + offsets
+    dy = (ys + 0.5 - m_cy[:, None])[:, :, None]
+    dx = (xs + 0.5 - m_cx[:, None])[:, None, :]
+    inside = ((ys >= 0) & (ys < size))[:, :, None] & ((xs >= 0) & (xs < size))[:, None, :]
+    window = np.zeros((scene_i.size, offsets.size, offsets.size), dtype=bool)
+    for s_index, s_name in enumerate(shape_names):
+        idx = np.nonzero(m_shape == s_index)[0]
+        if idx.size:
+            window[idx] = _shape_mask(s_name, dx[idx], dy[idx], m_r[idx, None, None])
+    window &= inside
+    m, wy, wx = np.nonzero(window)
+    full[scene_i[m], slot_j[m], ys[m, wy], xs[m, wx]] = True
+    return full
+
+
+def _visible(full, depth):
+    """The pixels of each object that no object of greater ``depth`` covers."""
+    c, k = depth.shape
+    order = np.argsort(-depth, axis=1, kind="stable")  # front to back
+    covered = np.zeros(full.shape[:1] + full.shape[2:], dtype=bool)
+    visible = np.zeros_like(full)
+    rows = np.arange(c)
+    for j in range(k):
+        slot = order[:, j]
+        mask = full[rows, slot]
+        visible[rows, slot] = mask & ~covered
+        covered |= mask
+    return visible
+
+
+@validate_params(
+    {
+        **_SCENE_RULES,
+        "image_size": [Interval(Integral, 16, None, closed="left")],
+        "overlap": [Interval(Real, 0, 0.5, closed="both")],
+        "cooccurrence": [Interval(Real, 0, 1, closed="both")],
+        "partner_seed": [Interval(Integral, 0, None, closed="left")],
+        "return_masks": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_free_object_scenes(n_scenes=1000, *, image_size=48, min_objects=5, max_objects=7, shapes=None,
+                            colors=None, sizes=None, overlap=0.3, cooccurrence=0.0, partner_seed=0,
+                            color_jitter=0.04, noise=0.02, return_masks=False, random_state=None):
+    """Scenes of freely placed, overlapping coloured shapes with captions of 100+ tokens.
+
+    The harder sibling of :func:`make_object_scenes` (same classes, partner
+    map and co-occurrence bias), made so that a small vision-language model
+    has to *ground* its words: objects sit anywhere, not in grid cells, so
+    no image token holds one object; their radii vary continuously (a small
+    object is 6-9 pixels across, a large one 12-16, at 48 pixels), so they
+    straddle the patches of any patch size; they may partly overlap, the
+    later-painted in front; and the captions are long, with attributes,
+    relations between objects, occlusions and counts, so that what a model
+    writes late in a caption still depends on the image.
+
+    Each scene is a dark noisy background with ``min_objects`` to
+    ``max_objects`` objects (uniform per scene). Centres are uniform over the
+    positions that keep the object inside the image; any two objects' centres
+    are at least ``(1 - overlap) * (r_i + r_j)`` apart and no centre lies
+    under another object, and every object keeps at least half its pixels in
+    view (a scene that does not fit is drawn again). Objects are painted in a
+    random depth order.
+
+    **Captions** take the objects in reading order: by third of the image
+    from the top (the band of the centre), then from left to right. Five
+    parts, each ending with " ."::
+
+        there are five objects . a large red circle at the top left , a small
+        blue cross at the top right , ... . the small blue cross is right of
+        the large red circle , the large green square is below and left of the
+        small blue cross , ... . the large green square hides part of the large
+        red circle . in all : two circles , one square and two crosses ; two
+        red , one green and two blue ; three large and two small .
+
+    1. the count: "there are <n> objects" ("there is one object");
+    2. every object: ``a <size> <colour> <shape> <place>``, the place by
+       thirds of the image as in :func:`make_object_scenes` ("at the top
+       left", "in the middle", ...), joined by " , ";
+    3. every object after the first against the one before it: "the <size>
+       <colour> <shape> is <relation> the <size> <colour> <shape>", where the
+       relation is "above" or "below" (vertical offset of the centres over
+       6 % of the image side) and "left of" or "right of" (horizontal offset
+       over 6 %), joined by " and " when both hold; when neither does, the
+       larger offset decides;
+    4. every pair where the front object covers some pixels the back one
+       would show: "the <size> <colour> <shape> hides part of the <size>
+       <colour> <shape>", front objects in caption order, or "no object
+       hides another";
+    5. the counts of each shape (in the order of ``shapes``), of each colour
+       (in the order of ``colors``) and of each size present: "in all : two
+       circles , one square and one cross ; two red , one green and one blue
+       ; three large and one small".
+
+    Counts are spelt out, so ``max_objects`` is at most twelve. With every
+    word and punctuation mark a token (:func:`free_object_scene_words` lists
+    them), a caption of five objects or more has over 100 tokens, each
+    object adding about 20. CHAIR runs over :func:`object_classes`: every
+    object mention is a "<colour> <shape>" pair; the counts name colours and
+    shapes apart.
+
+    **Co-occurrence bias** as in :func:`make_object_scenes`: a freely drawn
+    class pulls in its partner (:func:`object_partners`) as the next object
+    with probability ``cooccurrence``; positions are drawn afterwards, so
+    partners are anywhere in the caption.
+
+    Parameters
+    ----------
+    n_scenes : int, default=1000
+        Number of scenes.
+    image_size : int, default=48
+        Side of the square images in pixels, at least 16.
+    min_objects, max_objects : int, default=5, 7
+        Inclusive range of objects per scene, ``1 <= min_objects <=
+        max_objects <= 12``.
+    shapes : sequence of str or None, default=None
+        Shapes among :data:`~skicml.datasets.SHAPE_NAMES`; None is circle,
+        square, triangle and cross.
+    colors : sequence of str or None, default=None
+        Colours among :data:`~skicml.datasets.SHAPE_COLORS`; None is red,
+        green, blue, yellow, purple and orange.
+    sizes : sequence of str or None, default=None
+        Sizes among "small" and "large"; None is both.
+    overlap : float in [0, 0.5], default=0.3
+        How far two objects may overlap: their centres are at least ``(1 -
+        overlap)`` times the sum of their radii apart. 0 keeps circles
+        apart.
+    cooccurrence : float in [0, 1], default=0.0
+        Probability that a freely drawn object pulls its partner class in.
+    partner_seed : int, default=0
+        Seed of the partner map (:func:`object_partners`).
+    color_jitter : float in [0, 1], default=0.04
+        Standard deviation of per-object colour noise, as a share of 255.
+    noise : float in [0, 1], default=0.02
+        Standard deviation of per-pixel background noise, on the [0, 1] scale.
+    return_masks : bool, default=False
+        Also return each object's visible pixels.
+    random_state : int, RandomState instance or None, default=None
+        Seeds everything but the partners.
+
+    Returns
+    -------
+    images : ndarray of shape (n_scenes, image_size, image_size, 3), dtype uint8
+    captions : ndarray of shape (n_scenes,), dtype object
+    objects : pandas.DataFrame
+        One row per object, scenes in order and objects in caption order:
+        ``scene``, ``object`` (position in the caption), ``name``, ``shape``,
+        ``color``, ``size``, ``x`` and ``y`` (centre in pixels, ``y`` down),
+        ``radius`` (pixels), ``depth`` (painting order in the scene, 0 at the
+        back), ``draw`` (order in which the classes were drawn: a pulled
+        object's puller has the ``draw`` before it), ``visible`` (share of the object's pixels in view) and
+        ``pulled`` (whether it was pulled in as a partner).
+    masks : ndarray of shape (n_scenes, max_objects, image_size, image_size), dtype bool
+        Only with ``return_masks=True``: the visible pixels of object ``j``
+        (caption order) of scene ``i``, all False past the scene's objects;
+        the masks of a scene are disjoint. What
+        :func:`skicml.vlm.pointing_accuracy` reads.
+
+    See Also
+    --------
+    make_object_scenes : One object a grid cell, shorter captions.
+    free_object_scene_words : The words of these captions.
+
+    Examples
+    --------
+    >>> from skicml.datasets import make_free_object_scenes
+    >>> images, captions, objects = make_free_object_scenes(3, random_state=0)
+    >>> images.shape
+    (3, 48, 48, 3)
+    >>> captions[0].startswith("there are ") and captions[0].endswith(" .")
+    True
+    >>> 5 <= int((objects["scene"] == 0).sum()) <= 7
+    True
+    >>> list(objects.columns)[:6]
+    ['scene', 'object', 'name', 'shape', 'color', 'size']
+    >>> images, captions, objects, masks = make_free_object_scenes(
+    ...     2, max_objects=5, cooccurrence=0.8, return_masks=True, random_state=0)
+    >>> masks.shape
+    (2, 5, 48, 48)
+    """
+    n, S, lo, hi = n_scenes, image_size, min_objects, max_objects
+    if lo > hi:
+        raise ValueError(f"min_objects={min_objects} is larger than max_objects={max_objects}.")
+    if hi > len(_NUMBERS) - 1:
+        raise ValueError(f"max_objects={max_objects} is more than the captions can count: at most "
+                         f"{len(_NUMBERS) - 1}.")
+    shape_names = check_names(shapes, "shapes", SHAPE_NAMES, _DEFAULT_SHAPES)
+    color_names = check_names(colors, "colors", tuple(SHAPE_COLORS), _DEFAULT_COLORS)
+    size_names = check_names(sizes, "sizes", tuple(SHAPE_SIZES))
+    rng = check_random_state(random_state)
+    n_shapes, n_classes = len(shape_names), len(shape_names) * len(color_names)
+    partner = _partner_index(n_classes, partner_seed)
+
+    # Classes in drawing order, exactly as make_object_scenes draws them.
+    count = rng.randint(lo, hi + 1, size=n)
+    free = rng.randint(n_classes, size=(n, hi))
+    pulls = rng.uniform(size=(n, hi)) < cooccurrence
+    cls = np.empty((n, hi), dtype=np.int64)
+    pulled = np.zeros((n, hi), dtype=bool)
+    pending = np.zeros(n, dtype=bool)
+    for j in range(hi):
+        prev = cls[:, j - 1] if j else free[:, 0]
+        cls[:, j] = np.where(pending, partner[prev], free[:, j])
+        pulled[:, j] = pending
+        pending = ~pending & pulls[:, j]
+    present = np.arange(hi)[None, :] < count[:, None]
+    size = rng.randint(len(size_names), size=(n, hi))
+    bounds = np.array([_FREE_SIZES[s] for s in size_names])
+    r = (bounds[size, 0] + rng.uniform(size=(n, hi)) * (bounds[size, 1] - bounds[size, 0])) * S
+    margin = _EXTENT * r + 0.5
+    depth = np.argsort(rng.uniform(size=(n, hi)) + ~present, axis=1).argsort(axis=1)  # present ones first
+    rgb_noise = color_jitter * rng.standard_normal((n, hi, 3))
+    shape, color = cls % n_shapes, cls // n_shapes
+
+    # Positions, the full and the visible pixels, chunk by chunk; scenes that do not fit are drawn again.
+    centre = np.zeros((n, hi, 2))
+    visible_share = np.zeros((n, hi))
+    hides = np.zeros((n, hi, hi), dtype=bool)  # hides[i, a, b]: a covers pixels of b, drawing order
+    masks = np.zeros((n, hi, S, S), dtype=bool) if return_masks else None
+    images = np.empty((n, S, S, 3), dtype=np.uint8)
+    background = rng.uniform(0.0, 0.16, size=n)
+    palette = np.array([SHAPE_COLORS[c] for c in color_names], dtype=np.float64) / 255.0
+    rgb = np.clip(np.rint((palette[color] + rgb_noise) * 255.0), 0, 255).astype(np.uint8)
+    for start in range(0, n, _CHUNK):
+        rows = np.arange(start, min(start + _CHUNK, n))
+        todo = np.arange(rows.size)
+        full = vis = None
+        for _ in range(_PLACEMENT_ROUNDS):
+            sub = rows[todo]
+            placed, failed = _place(rng, r[sub], present[sub], margin[sub], S, overlap)
+            f = _render_full(shape_names, shape[sub], placed[..., 0], placed[..., 1], r[sub], present[sub], S)
+            v = _visible(f, depth[sub])
+            pixels = f.sum((2, 3))
+            kept = v.sum((2, 3)) >= _MIN_VISIBLE * pixels
+            ok = ~failed & (kept | ~present[sub]).all(1) & ((pixels > 0) | ~present[sub]).all(1)
+            if full is None:
+                full, vis = f, v
+            else:
+                full[todo], vis[todo] = f, v
+            centre[sub] = placed
+            todo = todo[~ok]
+            if not todo.size:
+                break
+        else:
+            raise ValueError(
+                f"could not fit {hi} objects without covering more than half of one in {todo.size} scenes of "
+                f"{image_size} pixels; use a larger image_size, fewer objects or a larger overlap."
+            )
+        pixels = full.sum((2, 3))
+        visible_share[rows] = np.where(pixels > 0, vis.sum((2, 3)) / np.maximum(pixels, 1), 0.0)
+        flat_v = vis.reshape(rows.size, hi, -1).astype(np.float32)
+        flat_f = full.reshape(rows.size, hi, -1).astype(np.float32)
+        hides[rows] = (flat_v @ flat_f.transpose(0, 2, 1)) > 0
+        hides[rows[:, None], np.arange(hi), np.arange(hi)] = False
+        grey = background[rows, None, None] + noise * rng.standard_normal((rows.size, S, S))
+        grey = np.clip(np.rint(grey * 255.0), 0, 255).astype(np.uint8)
+        chunk = np.repeat(grey[..., None], 3, axis=3)
+        ci, cj, py, px = np.nonzero(vis)
+        chunk[ci, py, px] = rgb[rows[ci], cj]
+        images[rows] = chunk
+        if return_masks:
+            masks[rows] = vis
+
+    # Caption order: band of the centre by thirds from the top, then left to right.
+    cx, cy = centre[..., 0], centre[..., 1]
+    band = np.minimum((3 * cy / S).astype(np.int64), 2)
+    column = np.minimum((3 * cx / S).astype(np.int64), 2)
+    key = np.where(present, band * (4 * S) + cx, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")
+    rank = order.argsort(axis=1)  # drawing slot -> caption position
+
+    names = object_classes(shape_names, color_names)
+    sized = np.array(size_names, dtype=object)[size] + " " + np.array(names, dtype=object)[cls]  # "large red circle"
+    slack = _RELATION_SLACK * S
+    scene_rows, captions = [], np.empty(n, dtype=object)
+    for i in range(n):
+        slots = order[i, :count[i]]
+        words = [sized[i, j] for j in slots]
+        parts = ["there is one object" if count[i] == 1 else f"there are {_NUMBERS[count[i]]} objects"]
+        parts.append(" , ".join(
+            f"{_article(size_names[size[i, j]])} {size_names[size[i, j]]} {names[cls[i, j]]} "
+            f"{_LOCATIONS[band[i, j]][column[i, j]]}" for j in slots))
+        if count[i] > 1:
+            parts.append(" , ".join(
+                f"the {words[p]} is {_relation_phrase(cx[i, b] - cx[i, a], cy[i, b] - cy[i, a], slack)} "
+                f"the {words[p - 1]}" for p, (a, b) in enumerate(zip(slots[:-1], slots[1:]), start=1)))
+        pairs = [f"the {sized[i, a]} hides part of the {sized[i, b]}" for a in slots for b in slots if hides[i, a, b]]
+        parts.append(" , ".join(pairs) if pairs else "no object hides another")
+        shape_counts = np.bincount(shape[i, slots], minlength=n_shapes)
+        color_counts = np.bincount(color[i, slots], minlength=len(color_names))
+        size_counts = np.bincount(size[i, slots], minlength=len(size_names))
+        parts.append(f"in all : {_count_phrase(shape_counts, shape_names, True)} ; "
+                     f"{_count_phrase(color_counts, color_names, False)} ; "
+                     f"{_count_phrase(size_counts, size_names, False)}")
+        captions[i] = " . ".join(parts) + " ."
+        scene_rows.append(slots)
+
+    scene_i = np.repeat(np.arange(n), count)
+    slot_j = np.concatenate(scene_rows) if n else np.zeros(0, dtype=np.int64)
+    objects = pd.DataFrame({
+        "scene": scene_i,
+        "object": rank[scene_i, slot_j],
+        "name": np.array(names, dtype=object)[cls[scene_i, slot_j]].astype(str),
+        "shape": np.array(shape_names)[shape[scene_i, slot_j]],
+        "color": np.array(color_names)[color[scene_i, slot_j]],
+        "size": np.array(size_names)[size[scene_i, slot_j]],
+        "x": cx[scene_i, slot_j],
+        "y": cy[scene_i, slot_j],
+        "radius": r[scene_i, slot_j],
+        "depth": depth[scene_i, slot_j],
+        "draw": slot_j,
+        "visible": visible_share[scene_i, slot_j],
+        "pulled": pulled[scene_i, slot_j],
+    })
+    if not return_masks:
+        return images, captions, objects
+    masks = np.take_along_axis(masks, order[:, :, None, None], axis=1)
+    masks &= (np.arange(hi)[None, :] < count[:, None])[:, :, None, None]
     return images, captions, objects, masks

@@ -5,6 +5,14 @@ The recipe behind ``skicml/vlm/_weights/``::
     skicml pretrain tiny-vlm --checkpoint run.pt --max-minutes 40   # resumable
     skicml pretrain tiny-vlm --checkpoint run.pt --export tiny_vlm.pt
 
+``--task free-scenes`` trains on :func:`skicml.datasets.make_free_object_scenes`
+instead (objects off the token grid, partly overlapping, captions of 100+
+tokens): the testbed of issue 58, where a student with 8-pixel patches (36
+image tokens) and 8-12 layers has to ground its words::
+
+    skicml pretrain tiny-vlm --task free-scenes --patch-size 8 --num-layers 10 --hidden-size 128 \
+        --steps 12000 --checkpoint free.pt --max-minutes 60                # resumable
+
 The scenes (:func:`skicml.datasets.make_object_scenes`) carry the
 co-occurrence bias of the VISTA probe (each class pulls in its partner with
 probability 0.8), and a share of the batches is text-only, as in LLM
@@ -21,7 +29,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ..datasets import make_object_scenes, object_classes
+from ..datasets import free_object_scene_words, make_free_object_scenes, make_object_scenes, object_classes
 from ..utils.pretraining import add_run_options, metrics_line, recipe_provenance, run_recipe, set_threads
 from ._backbone import as_backbone
 from ._chair import chair
@@ -34,6 +42,40 @@ __all__ = ["main"]
 
 #: ``skicml pretrain tiny-vlm`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
 RECIPE_NAME = "tiny-vlm"
+#: The scene tasks a TinyVLM can be trained on, by ``--task``.
+TASKS = ("object-scenes", "free-scenes")
+#: Greedy caption budget of each task's evaluation: its longest captions (7 objects) fit.
+MAX_NEW_TOKENS = {"object-scenes": 80, "free-scenes": 256}
+
+
+def task_scenes(task, n_scenes, *, cooccurrence=0.0, random_state=None, image_size=48, min_objects=None,
+                max_objects=None, overlap=None, return_masks=False):
+    """Scenes of ``task``: :func:`make_object_scenes` or :func:`make_free_object_scenes`.
+
+    ``min_objects``, ``max_objects`` and ``overlap`` (free scenes only) are
+    the generator's defaults when None. Returns what the generator returns.
+    """
+    options = {k: v for k, v in dict(min_objects=min_objects, max_objects=max_objects).items() if v is not None}
+    if task == "object-scenes":
+        if overlap is not None:
+            raise ValueError("overlap is an option of the free-scenes task; object-scenes never overlap.")
+        return make_object_scenes(n_scenes, image_size=image_size, cooccurrence=cooccurrence,
+                                  return_masks=return_masks, random_state=random_state, **options)
+    if task == "free-scenes":
+        if overlap is not None:
+            options["overlap"] = overlap
+        return make_free_object_scenes(n_scenes, image_size=image_size, cooccurrence=cooccurrence,
+                                       return_masks=return_masks, random_state=random_state, **options)
+    raise ValueError(f"task must be one of {TASKS}; got {task!r}.")
+
+
+def task_vocabulary(task, prompt=DEFAULT_PROMPT):
+    """The TinyVLM vocabulary of ``task``: every word its captions or ``prompt`` can hold."""
+    if task == "object-scenes":
+        return scene_vocabulary(prompt)
+    if task == "free-scenes":
+        return WordTokenizer.from_texts([prompt], extra=free_object_scene_words()).vocabulary
+    raise ValueError(f"task must be one of {TASKS}; got {task!r}.")
 
 
 class CaptionBatches:
@@ -74,9 +116,17 @@ def caption_loss(model, batch):
     return F.cross_entropy(model.lm_head(hidden[target]), ids[:, 1:][target])
 
 
-def caption_report(model, n_scenes=300, max_new_tokens=80, prompt=DEFAULT_PROMPT, seed=777, cooccurrence=0.0):
-    """CHAIR of greedy captions on fresh scenes (unbiased by default)."""
-    images, _, objects = make_object_scenes(n_scenes, cooccurrence=cooccurrence, random_state=seed)
+def caption_report(model, n_scenes=300, max_new_tokens=None, prompt=DEFAULT_PROMPT, seed=777, cooccurrence=0.0,
+                   task="object-scenes", **scene_options):
+    """CHAIR of greedy captions on fresh scenes of ``task`` (unbiased by default).
+
+    ``max_new_tokens`` None is the task's budget (:data:`MAX_NEW_TOKENS`);
+    ``scene_options`` go to :func:`task_scenes` (the image size must be the
+    model's).
+    """
+    max_new_tokens = MAX_NEW_TOKENS[task] if max_new_tokens is None else max_new_tokens
+    scene_options.setdefault("image_size", model.image_size)
+    images, _, objects = task_scenes(task, n_scenes, cooccurrence=cooccurrence, random_state=seed, **scene_options)
     truth = objects.groupby("scene")["name"].apply(set).reindex(range(n_scenes)).tolist()
     backbone = as_backbone(model)
     captions = []
@@ -89,6 +139,15 @@ def caption_report(model, n_scenes=300, max_new_tokens=80, prompt=DEFAULT_PROMPT
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="skicml pretrain tiny-vlm", description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=TASKS, default="object-scenes",
+                        help="object-scenes: one object a grid cell (the shipped model); free-scenes: objects off "
+                             "the token grid, overlapping, 100+ token captions (issue 58)")
+    parser.add_argument("--image-size", type=int, default=48)
+    parser.add_argument("--min-objects", type=int, default=None, help="default: the task generator's")
+    parser.add_argument("--max-objects", type=int, default=None, help="default: the task generator's")
+    parser.add_argument("--overlap", type=float, default=None, help="free-scenes only; default: 0.3")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="caption budget of the evaluations; default: 80 object-scenes, 256 free-scenes")
     parser.add_argument("--scenes", type=int, default=20000, help="training scenes")
     parser.add_argument("--cooccurrence", type=float, default=0.8, help="partner pull probability in training")
     parser.add_argument("--text-only-fraction", type=float, default=0.2)
@@ -109,18 +168,19 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     set_threads(args)  # before the scenes are made, not only for the run
-    tokenizer = WordTokenizer(scene_vocabulary())
-    images, captions, _ = make_object_scenes(args.scenes, cooccurrence=args.cooccurrence, random_state=args.seed + 1)
+    tokenizer = WordTokenizer(task_vocabulary(args.task))
+    images, captions, _ = task_scenes(args.task, args.scenes, cooccurrence=args.cooccurrence,
+                                      random_state=args.seed + 1, **_scene_options(args))
 
     def evaluate(model, step):
-        report = caption_report(model, args.eval_scenes)
+        report = caption_report(model, args.eval_scenes, args.max_new_tokens, task=args.task, **_scene_options(args))
         return {k: float(report[k]) for k in ("chair_s", "chair_i", "recall", "f1")}
 
     run_recipe(
         args, argv, RECIPE_NAME,
         build_model=lambda run: TinyVLM(tokenizer.vocabulary, hidden_size=args.hidden_size,
                                         num_layers=args.num_layers, head_dim=args.head_dim,
-                                        patch_size=args.patch_size),
+                                        patch_size=args.patch_size, image_size=args.image_size),
         make_source=lambda run: CaptionBatches(images, captions, tokenizer, DEFAULT_PROMPT, args.batch_size,
                                                args.text_only_fraction, args.seed),
         loss=caption_loss, evaluate=evaluate, describe=metrics_line, export=_export,
@@ -129,15 +189,25 @@ def main(argv=None):
     return 0
 
 
+def _scene_options(args):
+    """The scene generator's options of the command line (the defaults left to the generator)."""
+    return dict(image_size=args.image_size, min_objects=args.min_objects, max_objects=args.max_objects,
+                overlap=args.overlap)
+
+
 def _export(run):
     """Write the model with CHAIR on 500 unbiased and 500 biased fresh scenes."""
     args = run.args
-    unbiased = caption_report(run.model, 500, seed=4242)
-    biased = caption_report(run.model, 500, seed=4243, cooccurrence=args.cooccurrence)
+    options = _scene_options(args)
+    unbiased = caption_report(run.model, 500, args.max_new_tokens, seed=4242, task=args.task, **options)
+    biased = caption_report(run.model, 500, args.max_new_tokens, seed=4243, cooccurrence=args.cooccurrence,
+                            task=args.task, **options)
+    generator = "make_object_scenes" if args.task == "object-scenes" else "make_free_object_scenes"
+    shown = ", ".join(f"{k}={v}" for k, v in options.items() if v is not None)
     provenance = recipe_provenance(
         run,
-        data=(f"{args.scenes} make_object_scenes scenes (random_state={args.seed + 1}, "
-              f"cooccurrence={args.cooccurrence}), {args.text_only_fraction:.0%} of batches text-only"),
+        data=(f"{args.scenes} {generator} scenes (random_state={args.seed + 1}, "
+              f"cooccurrence={args.cooccurrence}, {shown}), {args.text_only_fraction:.0%} of batches text-only"),
         prompt=DEFAULT_PROMPT,
         chair_unbiased_500={k: round(float(v), 4) for k, v in unbiased.items()},
         chair_biased_500={k: round(float(v), 4) for k, v in biased.items()},
