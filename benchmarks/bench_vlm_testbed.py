@@ -209,7 +209,7 @@ def pointing_rows(student, teacher, scenes):
     words = attribute_words(objects)
     n_layers = len(student.layers)
     # align_weight=0 and max_epochs=0: no training, only the student's own attention read as Lavender reads it
-    tuner = LavenderTuner(backbone=student, teacher=teacher, align_weight=0.0, max_epochs=0, attn_resolution=grid,
+    tuner = LavenderTuner(backbone=student, teacher=None, align_weight=0.0, max_epochs=0, attn_resolution=grid,
                           device="cpu", random_state=0, verbose=0).fit(images[:2], captions[:2])
     rows = {}
     start = time.perf_counter()

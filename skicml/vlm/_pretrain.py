@@ -10,8 +10,9 @@ instead (objects off the token grid, partly overlapping, captions of 100+
 tokens): the testbed of issue 58, where a student with 8-pixel patches (36
 image tokens) and 8-12 layers has to ground its words::
 
-    skicml pretrain tiny-vlm --task free-scenes --patch-size 8 --num-layers 10 --hidden-size 128 \
-        --steps 12000 --checkpoint free.pt --max-minutes 60                # resumable
+    skicml pretrain tiny-vlm --task free-scenes --patch-size 8 --num-layers 10 --hidden-size 128 ...
+
+(the whole resumable command, its step count and its cost: ``doc/vlm.rst``).
 
 The scenes (:func:`skicml.datasets.make_object_scenes`) carry the
 co-occurrence bias of the VISTA probe (each class pulls in its partner with

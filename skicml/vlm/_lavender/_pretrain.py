@@ -18,10 +18,12 @@ and block.
 ``--task free-scenes`` trains it on :func:`skicml.datasets.make_free_object_scenes`
 (objects off the token grid, overlapping, long captions), the testbed of
 issue 58, and judges it on unbiased held-out scenes of that task (5 to 7
-objects); a finer patch than the student's gives finer maps::
+objects); its 8 x 8 maps (6-pixel patches) are finer than the student's
+6 x 6 grid of 8-pixel patches::
 
-    skicml pretrain tiny-diffusion-teacher --task free-scenes --patch 4 --d-model 128 --n-layers 4 \
-        --steps 6000 --checkpoint teacher.pt --max-minutes 60              # resumable
+    skicml pretrain tiny-diffusion-teacher --task free-scenes --patch 6 --d-model 96 --n-layers 4 ...
+
+(the whole resumable command, its step count and its cost: ``doc/vlm.rst``).
 """
 
 from __future__ import annotations
