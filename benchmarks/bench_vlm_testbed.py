@@ -282,8 +282,11 @@ def main():
     for layer in range(n_layers):
         print(f"  layer {layer:2d}: {everywhere[layer]:7.1f} | {at_emission[layer]:7.1f}")
     best, best_emitted = int(np.nanargmin(everywhere)), int(np.nanargmin(at_emission)) if n_emitted else -1
+    # the premise: a layer below the last ranks the present words strictly better than the last (ties do not count)
+    holds = everywhere[best] < everywhere[-1]
+    holds_emitted = n_emitted > 0 and at_emission[best_emitted] < at_emission[-1]
     print(f"  best layer: {best} of 0..{n_layers - 1} (all steps), {best_emitted} (at emission); the premise holds "
-          f"when it is below the last: {best < n_layers - 1} / {0 <= best_emitted < n_layers - 1}")
+          f"when it ranks them strictly better than the last: {holds} / {holds_emitted}")
     hidden, absent, n_hidden = hidden_genuine(ranks, present, generated, words)
     print(f"hidden genuine: present words never generated ({n_hidden}) rank {hidden:.1f} (median, last layer), "
           f"absent words {absent:.1f}", flush=True)
