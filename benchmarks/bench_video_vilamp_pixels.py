@@ -36,13 +36,28 @@ DKS loses to top-``K`` is listed. ``mechanisms`` measures why, on the same
 data: how often a decoy outranks its event and is taken instead of it, and
 how many keyframes distractors take at tau 0.85 and 0.95.
 
+``--clip PATH`` runs ``pixels``, ``ceiling``, ``stress`` and ``mechanisms``
+through another CLIP than the shipped tiny one: a weights file of the same
+architecture (32-d, 8 x 8 patches), such as the tiny CLIP fine-tuned on
+needle-video frames with the objects they show as captions::
+
+    skicml pretrain tiny-clip --data needle-frames --init-from tiny-clip-shapes --steps 600 \\
+        --lr 3e-4 --threads 1 --checkpoint run/needle_clip.ckpt --export run/needle_clip.pt
+    OMP_NUM_THREADS=1 python benchmarks/bench_video_vilamp_pixels.py --parts ceiling pixels \\
+        --clip run/needle_clip.pt
+
 ``rotation``: the learnable merge where it should win. ``make_needle_embeddings``
 videos whose patches come from "another encoder" than the frames and the
 query (a fixed random rotation of the patch space); uniform keyframes, so
 the event lives in merged tokens. ``ViLAMPClassifier`` with the parameter-free
 merge on the original patches (the ceiling), the parameter-free merge on the
 rotated patches, and the learnable merge (the official ``SigPooling``) on
-the rotated patches.
+the rotated patches, from the official N(0, 0.02) maps and from maps near
+the identity (``merge_init="identity"``); ``--rot-rows`` runs some rows
+only::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_video_vilamp_pixels.py --parts rotation \\
+        --rot-rows "parameter-free, rotated" "learnable, rotated, temp. 1"
 """
 
 import argparse
@@ -76,10 +91,22 @@ def _budget(n_frames, reduction, per_keyframe=PATCHES):
     return tokens, max(1, (tokens - n_frames) // (per_keyframe - 1))
 
 
+CLIP = None  # --clip: a weights file read by CLIPEmbedder(pretrained=...); None is the shipped tiny CLIP
+
+
+def _encoder(n_frames, pairs):
+    embedder = None
+    if CLIP is not None:
+        from skicml.clip import CLIPEmbedder
+
+        embedder = CLIPEmbedder(pretrained=CLIP, device="cpu")
+    return CLIPVideoEncoder(embedder, n_frames=n_frames).fit(pairs[:1])
+
+
 def _embed(encoder, data):
     pairs = list(zip(data.videos, data.query_prompts))
     if encoder is None:
-        encoder = CLIPVideoEncoder(n_frames=max(len(v) for v in data.videos)).fit(pairs[:1])
+        encoder = _encoder(max(len(v) for v in data.videos), pairs)
     return encoder, encoder.transform(pairs)
 
 
@@ -112,7 +139,7 @@ def part_pixels(args):
     tokens, k = _budget(n, args.reduction)
     print(f"\nFrom pixels: {args.videos} videos of {n} frames, {args.events} events of 4 frames (class = their "
           f"shape, {args.classes} classes), {args.distractors} distractor scenes, {args.decoys} decoys, "
-          f"{args.scenes} scenes, 1 drifting object; tiny CLIP; budget {tokens} of {n * PATCHES} tokens (K={k}); "
+          f"{args.scenes} scenes, 1 drifting object; CLIP {CLIP or 'tiny-clip-shapes'}; budget {tokens} of {n * PATCHES} tokens (K={k}); "
           f"{args.train} videos train the classifier, the rest test it; seeds {list(range(args.seeds))}")
     methods = ["DKS", "top-K", "KMeans", "uniform", "none"]
     recall = {m: [] for m in methods}
@@ -179,7 +206,8 @@ def part_ceiling(args):
     """What the tiny CLIP's embeddings of the true event frames tell of the shape: the classifier's ceiling."""
     from sklearn.linear_model import LogisticRegression
 
-    print(f"\nCeiling: the shape from the true event frames' tiny-CLIP embeddings, the data of 'pixels' "
+    print(f"\nCeiling: the shape from the true event frames' CLIP ({CLIP or 'tiny-clip-shapes'}) embeddings, "
+          f"the data of 'pixels' "
           f"({args.videos} videos, {args.train} to train), seeds {list(range(args.seeds))}")
     zero_shot, probe = [], []
     encoder = None
@@ -189,7 +217,7 @@ def part_ceiling(args):
                                   n_decoys=args.decoys, random_state=seed)
         pairs = list(zip(data.videos, data.query_prompts))
         if encoder is None:
-            encoder = CLIPVideoEncoder(n_frames=args.frames).fit(pairs[:1])
+            encoder = _encoder(args.frames, pairs)
         features, hits = [], []
         for video, colour, needles, y in zip(data.videos, data.query_colors, data.needle_frames, data.target):
             frames = encoder.image_embedder_.transform(video[needles])
@@ -312,7 +340,8 @@ def part_rotation(args):
           f"or query) rotated by a fixed random orthogonal matrix; {args.rot_k} uniform keyframes; 75% train; "
           f"ViLAMPClassifier attention pool, {args.rot_epochs} epochs; seeds {list(range(args.seeds))}")
     rows = {"parameter-free, original patches": [], "parameter-free, rotated": [], "learnable, rotated": [],
-            f"learnable, rotated, temp. {args.rot_temperature:g}": []}
+            f"learnable, rotated, temp. {args.rot_temperature:g}": [],
+            f"learnable, rotated, temp. {args.rot_temperature:g}, identity init": []}
     for seed in range(args.seeds):
         data = make_needle_embeddings(args.rot_videos, n_frames=args.rot_frames, n_patches=16, dim=16, n_classes=4,
                                       needle_len=(2, 4), random_state=200 + seed)
@@ -321,21 +350,26 @@ def part_rotation(args):
         plain = [VideoEmbedding(f, q, p) for f, q, p in zip(data.frames, data.queries, data.patches)]
         rotated = [VideoEmbedding(f, q, p @ rotation) for f, q, p in zip(data.frames, data.queries, data.patches)]
         split = int(0.75 * len(plain))
-        for label, videos, learnable, temperature in (
-                ("parameter-free, original patches", plain, False, 0.01),
-                ("parameter-free, rotated", rotated, False, 0.01),
-                ("learnable, rotated", rotated, True, 0.01),
-                (f"learnable, rotated, temp. {args.rot_temperature:g}", rotated, True, args.rot_temperature)):
+        for label, videos, learnable, temperature, init in (
+                ("parameter-free, original patches", plain, False, 0.01, "normal"),
+                ("parameter-free, rotated", rotated, False, 0.01, "normal"),
+                ("learnable, rotated", rotated, True, 0.01, "normal"),
+                (f"learnable, rotated, temp. {args.rot_temperature:g}", rotated, True, args.rot_temperature, "normal"),
+                (f"learnable, rotated, temp. {args.rot_temperature:g}, identity init", rotated, True,
+                 args.rot_temperature, "identity")):
+            if args.rot_rows and not label.startswith(tuple(args.rot_rows)):
+                continue
             model = ViLAMPClassifier(max_keyframes=args.rot_k, selector="uniform", learnable_merge=learnable,
-                                     merge_temperature=temperature, d_model=32, n_heads=2,
+                                     merge_temperature=temperature, merge_init=init, d_model=32, n_heads=2,
                                      max_epochs=args.rot_epochs, random_state=seed, device="cpu", verbose=0)
             model.fit(videos[:split], data.target[:split])
             rows[label].append(model.score(videos[split:], data.target[split:]))
-        print(f"  seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
-    base = np.mean(rows["parameter-free, rotated"])
-    print(f"{'merge':<36} {'accuracy':>16} {'/ parameter-free rotated':>25}")
+        print(f"  seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items() if v), flush=True)
+    rows = {label: values for label, values in rows.items() if values}
+    base = np.mean(rows["parameter-free, rotated"]) if "parameter-free, rotated" in rows else np.nan
+    print(f"{'merge':<52} {'accuracy':>16} {'/ parameter-free rotated':>25}")
     for label, values in rows.items():
-        print(f"{label:<36} {_fmt(values):>16} {np.mean(values) / base:>25.2f}")
+        print(f"{label:<52} {_fmt(values):>16} {np.mean(values) / base:>25.2f}")
 
 
 def main():
@@ -364,9 +398,16 @@ def main():
     parser.add_argument("--rot-epochs", type=int, default=30)
     parser.add_argument("--rot-temperature", type=float, default=1.0,
                         help="initial merge temperature of the last learnable row (the official 0.01 in the other)")
+    parser.add_argument("--rot-rows", nargs="+", default=None,
+                        help="run only the rotation rows whose label starts with one of these (e.g. 'parameter-free, "
+                             "rotated' 'learnable, rotated, temp. 1, identity'); default all")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clip", default=None,
+                        help="CLIP weights file (or shipped name) for the pixel parts; default the shipped tiny CLIP")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    global CLIP
+    CLIP = args.clip
     for part in args.parts:
         {"pixels": part_pixels, "ceiling": part_ceiling, "stress": part_stress, "mechanisms": part_mechanisms,
          "rotation": part_rotation}[part](args)

@@ -13,6 +13,15 @@ weights are exported in float16 (under 10 MB) with their provenance: the
 recipe, the data settings, steps, seed, held-out retrieval accuracy and the
 W-CLIP evidence of :func:`wclip_evidence` (likelihood against corruption
 severity, caption perturbations), measured on the exported weights.
+
+``--data needle-frames`` trains on frames of
+:func:`skicml.datasets.make_needle_videos` instead, captioned with the
+objects they show (:class:`NeedleFrameStream`), for ViLAMP from pixels;
+with ``--init-from tiny-clip-shapes`` it fine-tunes the shipped model (the
+W-CLIP evidence is measured for the shapes world only)::
+
+    skicml pretrain tiny-clip --data needle-frames --init-from tiny-clip-shapes --steps 600 \\
+        --lr 3e-4 --batch-size 256 --threads 1 --checkpoint run/needle_clip.ckpt --export run/needle_clip.pt
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from ..utils.images import preprocess_images
 from ..utils.pretraining import add_run_options, recipe_provenance, run_recipe
 from ._model import TINY_CLIP_CONFIG, build_clip, import_open_clip
 
-__all__ = ["ShapeCaptionStream", "main", "wclip_evidence"]
+__all__ = ["NeedleFrameStream", "ShapeCaptionStream", "main", "wclip_evidence"]
 
 #: ``skicml pretrain tiny-clip`` (found by :func:`skicml.utils.discovery.all_pretrain_recipes`).
 RECIPE_NAME = "tiny-clip"
@@ -76,6 +85,44 @@ class ShapeCaptionStream:
 
     def load_state_dict(self, state):
         self.index = int(state["index"])
+
+
+class NeedleFrameStream(ShapeCaptionStream):
+    """Batches of needle-video frames with captions of the objects they show.
+
+    Batch ``i`` renders ``batch_size // 4`` short videos with
+    :func:`~skicml.datasets.make_needle_videos` (``random_state`` from
+    ``SeedSequence([seed, i])``; 16 frames, 2 scenes, one drifting object a
+    scene, one event followed by its decoy, one distractor scene, 3 classes
+    on even batches and 4 on odd ones, so that every shape is an event, a
+    decoy and a drifting object somewhere) and takes four frames of each:
+    an event frame, a decoy frame, a distractor frame and a frame drawn at
+    random, captioned by ``frame_captions`` ("a small red circle and a
+    large blue square"). Spreading a batch over many videos keeps identical
+    captions (false negatives of the contrastive loss) rare.
+    """
+
+    def sample(self):
+        seed = self.batch_seed(self.index)
+        self.index += 1
+        return self.render(seed, self.index - 1)
+
+    def render(self, seed, index=0):
+        """The batch of ``seed``: (normalised images, token ids)."""
+        from ..datasets import make_needle_videos
+
+        n_videos = max(1, self.batch_size // 4)
+        data = make_needle_videos(n_videos, n_frames=16, n_scenes=2, n_events=1, n_decoys=1, n_distractors=1,
+                                  n_classes=3 + index % 2, random_state=seed, **self.scene_kwargs)
+        rng = np.random.default_rng(seed)
+        images, captions = [], []
+        for video, frames, events, decoys, distractors in zip(data.videos, data.frame_captions, data.needle_frames,
+                                                              data.decoy_frames, data.distractor_frames):
+            picks = [rng.choice(events), rng.choice(decoys), rng.choice(distractors), rng.integers(len(video))]
+            images.append(video[picks])
+            captions += [frames[t] for t in picks]
+        images = np.concatenate(images)[:self.batch_size]
+        return images_to_tensor(images, self.preprocess_cfg), self.tokenizer(captions[:self.batch_size])
 
 
 def images_to_tensor(images, preprocess_cfg):
@@ -233,6 +280,12 @@ def build_parser():
     parser.add_argument("--evidence-fit", type=int, default=2000, help="scenes the exported W-CLIP check fits on")
     parser.add_argument("--evidence-test", type=int, default=2000, help="held-out scenes of that check")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--data", choices=["shapes", "needle-frames"], default="shapes",
+                        help="shapes: make_shape_scenes; needle-frames: make_needle_videos frames with captions of "
+                             "their objects (NeedleFrameStream)")
+    parser.add_argument("--init-from", default=None,
+                        help="start from these weights (a shipped name such as tiny-clip-shapes, a file or a "
+                             "checkpoint) with a fresh schedule; the architecture options must match them")
     return add_run_options(parser, "weights")
 
 
@@ -254,8 +307,15 @@ def main(argv=None):
     scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects,
                     "textures": list(SHAPE_TEXTURES)}
     tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=args.context_length)
-    eval_images, eval_captions, _ = make_shape_scenes(args.eval_scenes, random_state=_EVAL_SEED, **scene_kwargs)
-    eval_tokens = tokenizer(list(eval_captions))
+    needle = args.data == "needle-frames"
+    eval_batch = {}  # the held-out needle frames, rendered at the first evaluation (they need the model's cfg)
+    if needle:
+        scene_kwargs = {"image_size": args.image_size}
+    else:
+        eval_images, eval_captions, _ = make_shape_scenes(args.eval_scenes, random_state=_EVAL_SEED,
+                                                          **scene_kwargs)
+        eval_tokens = tokenizer(list(eval_captions))
+    stream_class = NeedleFrameStream if needle else ShapeCaptionStream
 
     def build_model(run):
         model = build_clip(cfg, {"size": args.image_size})
@@ -266,13 +326,20 @@ def main(argv=None):
 
     def evaluate(module, step):
         device = next(module.parameters()).device
-        images = images_to_tensor(eval_images, _preprocess_cfg(module))
-        return retrieval_metrics(module, images.to(device), eval_tokens.to(device))
+        if needle:
+            if not eval_batch:
+                stream = NeedleFrameStream(args.eval_scenes, _EVAL_SEED, tokenizer, _preprocess_cfg(module),
+                                           scene_kwargs)
+                eval_batch["images"], eval_batch["tokens"] = stream.render(_EVAL_SEED)
+            images, tokens = eval_batch["images"], eval_batch["tokens"]
+        else:
+            images, tokens = images_to_tensor(eval_images, _preprocess_cfg(module)), eval_tokens
+        return retrieval_metrics(module, images.to(device), tokens.to(device))
 
     run_recipe(
         args, argv, RECIPE_NAME, build_model=build_model, loss=clip_loss,
-        make_source=lambda run: ShapeCaptionStream(args.batch_size, args.seed, tokenizer, _preprocess_cfg(run.model),
-                                                   scene_kwargs),
+        make_source=lambda run: stream_class(args.batch_size, args.seed, tokenizer, _preprocess_cfg(run.model),
+                                             scene_kwargs),
         evaluate=evaluate, finish=_print_retrieval, export=lambda run: _export(run, cfg, scene_kwargs, open_clip),
         device=args.device, weight_decay=args.weight_decay, warmup_fraction=0.05, grad_clip=1.0,
         checkpoint_every=100,
@@ -297,23 +364,30 @@ def _export(run, cfg, scene_kwargs, open_clip):
     if megabytes > MAX_MEGABYTES:
         raise ValueError(f"the float16 weights take {megabytes:.1f} MB, over the {MAX_MEGABYTES} MB budget; "
                          "use narrower towers.")
+    needle = getattr(args, "data", "shapes") == "needle-frames"
     config = {
-        "name": WEIGHTS_NAME,
+        "name": "tiny-clip-needle-frames" if needle else WEIGHTS_NAME,
         "model_cfg": cfg,
         "preprocess_cfg": {"size": args.image_size},
         "tokenizer": "open_clip SimpleTokenizer (BPE vocabulary bundled with open_clip)",
     }
     n_params = _n_parameters(run.model)
+    data = ({"generator": "skicml.datasets.make_needle_videos frame_captions (NeedleFrameStream)", **scene_kwargs}
+            if needle else {"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs})
     provenance = recipe_provenance(
         run, ("steps", "batch_size", "lr", "weight_decay", "seed", "final_loss", "train_minutes", "threads", "device",
               "torch"),
-        data={"generator": "skicml.datasets.make_shape_scenes", **scene_kwargs,
-              "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
+        data={**data, "stream": "batch i uses random_state SeedSequence([seed, i]).generate_state(1)[0]"},
+        init_from=getattr(args, "init_from", None),
         parameters=n_params, stored_dtype="float16",
         heldout=[{k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()} for m in history["metrics"]],
         open_clip=str(getattr(open_clip, "__version__", "unknown")),
     )
-    save_weights(args.export, state, config, provenance)
+    digest = save_weights(args.export, state, config, provenance)
+    if needle:  # the W-CLIP evidence is about the shapes world
+        print(f"wrote {args.export} ({os.path.getsize(args.export) / 1e6:.1f} MB, sha256 {digest}); "
+              "read it with CLIPEmbedder(pretrained=path)")
+        return
 
     # The evidence is measured on the exported (float16) weights, then stored beside them.
     from ._embedder import CLIPEmbedder

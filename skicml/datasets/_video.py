@@ -501,6 +501,12 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
         - ``scene_index``: list of int64 arrays of shape ``(N_i,)``, the
           scene of every frame.
         - ``query_colors``: list of str, the colour each query names.
+        - ``frame_captions``: list of lists of str, one caption per frame
+          naming the objects it shows, joined by "and" (``"a large blue
+          square and a small red circle"``; drifting objects first, in
+          drawing order; objects can pass over each other), "an empty
+          scene" for a frame without one: the training data of a CLIP for
+          these frames (``skicml pretrain tiny-clip --data needle-frames``).
         - ``DESCR``: str, a description of the data.
 
     See Also
@@ -580,8 +586,9 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
         cy = _bounce(rng.uniform(low, high), speed * np.sin(angle), t, low, high)
         return cx, cy
 
+    size_names = list(SHAPE_SIZES)
     videos, queries, needle_frames, query_colors = [], [], [], []
-    events_out, decoys_out, distractors_out, scenes_out, prompts = [], [], [], [], []
+    events_out, decoys_out, distractors_out, scenes_out, prompts, captions_out = [], [], [], [], [], []
     lengths = rng.randint(n_lo, n_hi + 1, size=n_videos)
     target = rng.randint(n_classes, size=n_videos).astype(np.int64)
     for i in range(n_videos):
@@ -628,21 +635,29 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
         event_times = [np.arange(s, s + needle_len) for s in starts]
         event_boxes = [[] for _ in starts]  # (cx, cy, r) of the drifting objects during each event
         distractor_frames = []
+        shown = [[] for _ in range(N)]  # "a small red circle" of each object a frame shows
+        name = color_names[query_color]
         for k in range(n_scenes):
             a, b = int(bounds[k]), int(bounds[k + 1])
             video[a:b] += np.float32(rng.uniform(0.0, 0.16))
             for j in range(n_objects + (k in distracted)):
                 distractor = j == n_objects
                 shape = rng.randint(n_classes)
-                r = radii[rng.randint(len(radii))] * rng.uniform(0.9, 1.1)
+                size = rng.randint(len(radii))
+                r = radii[size] * rng.uniform(0.9, 1.1)
                 cx, cy = drift(b - a, r)
                 if distractor:
                     rgb = palette[query_color] + 0.04 * rng.standard_normal(3)
                     paint(video[a:b], decoy_shape, cx, cy, r, rgb.astype(np.float32))
                     distractor_frames.append(np.arange(a, b))
+                    caption = f"a {size_names[size]} {name} {decoy_shape}"
                 else:
-                    rgb = palette[others[rng.randint(others.size)]] + 0.04 * rng.standard_normal(3)
+                    color = others[rng.randint(others.size)]
+                    rgb = palette[color] + 0.04 * rng.standard_normal(3)
                     paint(video[a:b], shape_names[shape], cx, cy, r, rgb.astype(np.float32))
+                    caption = f"a {size_names[size]} {color_names[color]} {shape_names[shape]}"
+                for t in range(a, b):
+                    shown[t].append(caption)
                 for e, t_event in enumerate(event_times):
                     inside = (t_event >= a) & (t_event < b)
                     if inside.any():
@@ -650,7 +665,8 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
 
         decoy_frames = []
         for e, (start, boxes) in enumerate(zip(starts, event_boxes)):
-            r = radii[rng.randint(len(radii))] * rng.uniform(0.9, 1.1)
+            size = rng.randint(len(radii))
+            r = radii[size] * rng.uniform(0.9, 1.1)
             candidates = r + 0.5 + rng.uniform(size=(200, 2)) * max(S - 2 * r - 1.0, 0.0)
             free = np.ones(len(candidates), dtype=bool)
             for bx, by, br in boxes:
@@ -660,14 +676,18 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
             rgb = (palette[query_color] + 0.04 * rng.standard_normal(3)).astype(np.float32)
             place = np.full(needle_len, ex), np.full(needle_len, ey)
             paint(video[start:start + needle_len], shape_names[target[i]], *place, r, rgb)
+            for t in range(start, start + needle_len):
+                shown[t].append(f"a {size_names[size]} {name} {shape_names[target[i]]}")
             if decoyed[e]:
                 stop = start + needle_len
                 paint(video[stop:stop + needle_len], decoy_shape, *place, r, rgb)
                 decoy_frames.append(np.arange(stop, stop + needle_len))
+                for t in range(stop, stop + needle_len):
+                    shown[t].append(f"a {size_names[size]} {name} {decoy_shape}")
 
         np.clip(video, 0.0, 1.0, out=video)
         videos.append(np.rint(video * 255.0).astype(np.uint8))
-        name = color_names[query_color]
+        captions_out.append([" and ".join(objects) if objects else "an empty scene" for objects in shown])
         queries.append(f"{_article(name)} {name} object")
         prompts.append([f"a {size} {name} {shape}" for size in SHAPE_SIZES for shape in shape_names])
         query_colors.append(name)
@@ -682,7 +702,7 @@ def make_needle_videos(n_videos=20, *, n_frames=(200, 400), image_size=32, needl
     return Bunch(videos=videos, queries=queries, query_prompts=prompts, target=target,
                  target_names=tuple(shape_names), needle_frames=needle_frames, events=events_out,
                  decoy_frames=decoys_out, distractor_frames=distractors_out, scene_index=scenes_out,
-                 query_colors=query_colors, DESCR=_NEEDLE_VIDEOS_DESCR)
+                 query_colors=query_colors, frame_captions=captions_out, DESCR=_NEEDLE_VIDEOS_DESCR)
 
 
 # ---------------------------------------------------------------- sample clips

@@ -88,6 +88,46 @@ def test_decoys_repeat_the_event_object_in_another_shape_and_distractors_take_th
                     assert (event_mask & decoy_mask).any() and not np.array_equal(event_mask, decoy_mask)
 
 
+def test_frame_captions_name_the_objects_each_frame_shows():
+    data = make_needle_videos(3, n_frames=80, n_scenes=4, n_objects=2, n_events=2, n_decoys=1, n_distractors=1,
+                              n_classes=3, random_state=5)
+    for video, captions, needles, decoys, distractors, colour, y in zip(
+            data.videos, data.frame_captions, data.needle_frames, data.decoy_frames, data.distractor_frames,
+            data.query_colors, data.target):
+        assert len(captions) == len(video)
+        shape = data.target_names[y]
+        extra = np.zeros(len(video), dtype=int)
+        for frames in (needles, decoys, distractors):
+            extra[frames] += 1
+        for t, caption in enumerate(captions):
+            objects = caption.split(" and ")
+            assert len(objects) == 2 + extra[t]  # the two drifting objects, then the query-colour ones
+            assert all(o.startswith(("a small ", "a large ")) for o in objects)
+            named = [o for o in objects if f" {colour} " in o]
+            assert len(named) == extra[t]  # no drifting object has the query colour
+        for t in needles:
+            assert f"{colour} {shape}" in captions[t]
+        for t in np.concatenate([decoys, distractors]):
+            assert f"{colour} diamond" in captions[t]  # the distractor shape, SHAPE_NAMES[n_classes]
+
+
+def test_needle_frame_stream_batches_frames_with_their_captions():
+    pytest.importorskip("open_clip")
+    from skicml.clip._model import import_open_clip
+    from skicml.clip._pretrain import NeedleFrameStream
+
+    tokenizer = import_open_clip().tokenizer.SimpleTokenizer(context_length=20)
+    cfg = {"size": (32, 32), "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
+    stream = NeedleFrameStream(12, 0, tokenizer, cfg, {"image_size": 32})
+    images, tokens = stream.sample()
+    assert images.shape == (12, 3, 32, 32) and tokens.shape == (12, 20)
+    assert stream.state_dict() == {"index": 1}
+    again, again_tokens = NeedleFrameStream(12, 0, tokenizer, cfg, {"image_size": 32}).sample()
+    assert torch.equal(images, again) and torch.equal(tokens, again_tokens)  # batch i is fixed by (seed, i)
+    other, _ = stream.sample()
+    assert not torch.equal(images, other)
+
+
 @pytest.mark.parametrize(("params", "message"), [
     (dict(n_events=2, n_decoys=3), "n_decoys=3 exceeds n_events=2"),
     (dict(n_scenes=2, n_events=3), "n_events=3 exceeds the 2 scenes"),
@@ -198,3 +238,4 @@ def test_the_natural_pipeline_finds_more_events_with_differential_selection_than
         assert compressor.layout_ == "packed" and (mask.sum(1) == 6).all()
         recall[name] = np.mean([mask[i, a:b].any() for i, events in enumerate(data.events) for a, b in events])
     assert recall["dks"] > recall["top"] and recall["dks"] >= 0.6
+

@@ -65,6 +65,10 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
         0.99), it beat it on one seed of three from 120 training videos
         (0.42 on average, 0.52 from an initial ``merge_temperature`` of 1;
         doc/video.rst, ``vilamp-pixels``).
+    merge_init : {"normal", "identity"}, default="normal"
+        Initial maps of the learnable merge: the official N(0, 0.02), or
+        the identity plus N(0, 0.02) (zero bias), which starts from the
+        parameter-free rule. Ignored unless ``learnable_merge``.
     head : {"attention_pool", "transformer"}, default="attention_pool"
         The head over the tokens (see :class:`ViLAMPNetwork`): a pooling of
         the tokens by attention to the query, or a transformer over
@@ -115,6 +119,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
     _parameter_constraints = {
         **COMPRESSION_CONSTRAINTS,
         "learnable_merge": ["boolean"],
+        "merge_init": [StrOptions({"normal", "identity"})],
         "head": [StrOptions({"transformer", "attention_pool"})],
         "d_model": [Interval(Integral, 1, None, closed="left")],
         "n_layers": [Interval(Integral, 1, None, closed="left")],
@@ -126,7 +131,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
     def __init__(self, max_keyframes=32, redundancy_threshold=0.85, min_relevance=None, fill="none",
                  selector="differential", merge_lambda=1.0, merge_temperature=0.01, reference="preceding",
                  keyframe_pool=1, dim=None, n_frames=None, n_patches=None, learnable_merge=False,
-                 head="attention_pool", d_model=64, n_layers=2, n_heads=4, max_epochs=40, batch_size=8, lr=1e-2,
+                 merge_init="normal", head="attention_pool", d_model=64, n_layers=2, n_heads=4, max_epochs=40, batch_size=8, lr=1e-2,
                  weight_decay=0.0, validation_fraction=None, n_iter_no_change=None, device="auto",
                  random_state=None, verbose="auto"):
         self.max_keyframes = max_keyframes
@@ -142,6 +147,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
         self.n_frames = n_frames
         self.n_patches = n_patches
         self.learnable_merge = learnable_merge
+        self.merge_init = merge_init
         self.head = head
         self.d_model = d_model
         self.n_layers = n_layers
@@ -199,7 +205,7 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
             merger = DifferentialFeatureMerger(self.dim_, learnable=self.learnable_merge,
                                                merge_lambda=self.merge_lambda,
                                                temperature=self.merge_temperature, reference=self.reference,
-                                               keyframe_pool=self.keyframe_pool)
+                                               keyframe_pool=self.keyframe_pool, init=self.merge_init)
             network = ViLAMPNetwork(self.dim_, len(self.classes_), merger, head=self.head,
                                     d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads)
             module = _PackedVideos(network, self.dim_, n_frames, self.n_patches_).to(dtype)

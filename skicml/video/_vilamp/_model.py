@@ -68,8 +68,10 @@ class DifferentialFeatureMerger(nn.Module):
     ``cos(p, q) - merge_lambda * cos(p, r)`` in the embedding space itself
     (computed by :func:`skicml.ops.differential_merge`). Learnable, it is the
     official ``SigPooling``: ``cos(W_q q, W_iq p) - merge_lambda *
-    cos(W_k r, W_ik p)`` with four linear maps initialised N(0, 0.02) and a
-    temperature learned on the log scale (so it stays positive). Either way
+    cos(W_k r, W_ik p)`` with four linear maps initialised N(0, 0.02) (or,
+    with ``init="identity"``, the identity plus N(0, 0.02) and zero bias, so
+    that it starts as the parameter-free rule) and a temperature learned on
+    the log scale (so it stays positive). Either way
     the token is the softmax-weighted mean of the frame's own patches.
 
     Parameters
@@ -80,6 +82,9 @@ class DifferentialFeatureMerger(nn.Module):
     merge_lambda, temperature, reference, keyframe_pool
         As in :func:`skicml.video.merge_features`; ``temperature`` is the
         initial value when ``learnable``.
+    init : {"normal", "identity"}, default="normal"
+        Initial linear maps when ``learnable``: the official N(0, 0.02), or
+        the identity plus N(0, 0.02) with zero bias.
 
     Examples
     --------
@@ -89,11 +94,16 @@ class DifferentialFeatureMerger(nn.Module):
     >>> tokens, types = merger(torch.randn(6, 9, 4), torch.randn(4), torch.tensor([0, 3]))
     >>> tokens.shape, int(types.sum())
     (torch.Size([22, 4]), 18)
+    >>> near = DifferentialFeatureMerger(dim=4, learnable=True, init="identity")
+    >>> bool((near.query_map.weight - torch.eye(4)).abs().max() < 0.2)
+    True
     """
 
     def __init__(self, dim=None, learnable=False, merge_lambda=1.0, temperature=0.01, reference="preceding",
-                 keyframe_pool=1):
+                 keyframe_pool=1, init="normal"):
         super().__init__()
+        if init not in ("normal", "identity"):
+            raise ValueError(f"init must be 'normal' or 'identity', got {init!r}.")
         self.learnable = learnable
         self.merge_lambda = merge_lambda
         self.temperature = temperature
@@ -108,6 +118,10 @@ class DifferentialFeatureMerger(nn.Module):
             self.patch_reference_map = nn.Linear(dim, dim)
             for layer in (self.query_map, self.patch_query_map, self.reference_map, self.patch_reference_map):
                 nn.init.normal_(layer.weight, std=0.02)
+                if init == "identity":
+                    with torch.no_grad():
+                        layer.weight += torch.eye(dim, dtype=layer.weight.dtype)
+                        layer.bias.zero_()
             self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)))
 
     def forward(self, patches, query, keyframes, return_weights=False):
