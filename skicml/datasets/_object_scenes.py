@@ -147,6 +147,27 @@ def _relations(grid):
     return table
 
 
+def _draw_classes(rng, n, lo, hi, partner, cooccurrence):
+    """Object counts and classes of ``n`` scenes, slot by slot in drawing order.
+
+    Each slot is a free draw, or the partner of the free draw before it when
+    that one pulled (probability ``cooccurrence``). Returns ``count`` (n,),
+    ``cls`` (n, hi) and ``pulled`` (n, hi): whether a slot is a partner.
+    """
+    count = rng.randint(lo, hi + 1, size=n)
+    free = rng.randint(len(partner), size=(n, hi))
+    pulls = rng.uniform(size=(n, hi)) < cooccurrence
+    cls = np.empty((n, hi), dtype=np.int64)
+    pulled = np.zeros((n, hi), dtype=bool)
+    pending = np.zeros(n, dtype=bool)
+    for j in range(hi):
+        prev = cls[:, j - 1] if j else free[:, 0]
+        cls[:, j] = np.where(pending, partner[prev], free[:, j])
+        pulled[:, j] = pending
+        pending = ~pending & pulls[:, j]
+    return count, cls, pulled
+
+
 @validate_params(
     {
         **_SCENE_RULES,
@@ -319,19 +340,7 @@ def make_object_scenes(n_scenes=1000, *, image_size=48, grid=3, min_objects=3, m
     n_shapes, n_classes = len(shape_names), len(shape_names) * len(color_names)
     partner = _partner_index(n_classes, partner_seed)
 
-    # Classes, slot by slot in drawing order: a free draw, or the partner of
-    # the free draw before it when that one pulled.
-    count = rng.randint(lo, hi + 1, size=n)
-    free = rng.randint(n_classes, size=(n, hi))
-    pulls = rng.uniform(size=(n, hi)) < cooccurrence
-    cls = np.empty((n, hi), dtype=np.int64)
-    pulled = np.zeros((n, hi), dtype=bool)
-    pending = np.zeros(n, dtype=bool)
-    for j in range(hi):
-        prev = cls[:, j - 1] if j else free[:, 0]
-        cls[:, j] = np.where(pending, partner[prev], free[:, j])
-        pulled[:, j] = pending
-        pending = ~pending & pulls[:, j]
+    count, cls, pulled = _draw_classes(rng, n, lo, hi, partner, cooccurrence)
     size = rng.randint(len(size_names), size=(n, hi))
     scale = rng.uniform(1 - _RADIUS_JITTER, 1 + _RADIUS_JITTER, size=(n, hi))
     jitter = rng.uniform(size=(n, hi, 2))
@@ -725,17 +734,7 @@ def make_free_object_scenes(n_scenes=1000, *, image_size=48, min_objects=5, max_
     partner = _partner_index(n_classes, partner_seed)
 
     # Classes in drawing order, exactly as make_object_scenes draws them.
-    count = rng.randint(lo, hi + 1, size=n)
-    free = rng.randint(n_classes, size=(n, hi))
-    pulls = rng.uniform(size=(n, hi)) < cooccurrence
-    cls = np.empty((n, hi), dtype=np.int64)
-    pulled = np.zeros((n, hi), dtype=bool)
-    pending = np.zeros(n, dtype=bool)
-    for j in range(hi):
-        prev = cls[:, j - 1] if j else free[:, 0]
-        cls[:, j] = np.where(pending, partner[prev], free[:, j])
-        pulled[:, j] = pending
-        pending = ~pending & pulls[:, j]
+    count, cls, pulled = _draw_classes(rng, n, lo, hi, partner, cooccurrence)
     present = np.arange(hi)[None, :] < count[:, None]
     size = rng.randint(len(size_names), size=(n, hi))
     bounds = np.array([_FREE_SIZES[s] for s in size_names])
