@@ -63,13 +63,18 @@ def _planted_partition(labels, degree, homophily, rng):
     return np.stack([pairs // n, pairs % n])
 
 
-def _domain_space(n_classes, n_features, domain_shift, rng):
-    """Class vectors, and the map moving a domain's vectors (a rotation mixed in, then an offset)."""
-    classes = _unit(rng.randn(n_classes, n_features))
+def _domain_shift(n_features, domain_shift, rng):
+    """The map moving a domain's vectors: a random rotation mixed in, then an offset."""
     rotation, _ = np.linalg.qr(rng.randn(n_features, n_features))
     mix = (1.0 - domain_shift) * np.eye(n_features) + domain_shift * rotation
     offset = domain_shift * _unit(rng.randn(n_features))
-    return classes, (lambda v: v @ mix.T + offset)
+    return lambda v: v @ mix.T + offset
+
+
+def _domain_space(n_classes, n_features, domain_shift, rng):
+    """Class vectors, and the map moving a domain's vectors (:func:`_domain_shift`)."""
+    classes = _unit(rng.randn(n_classes, n_features))
+    return classes, _domain_shift(n_features, domain_shift, rng)
 
 
 @validate_params(
@@ -384,12 +389,7 @@ def make_semantic_graph_domains(n_domains=5, *, task="node", n_nodes=1000, n_cla
             _encode([t.format(p) for t in templates for c in concepts for p in SEMANTIC_BANK[c]], encoder)
         classes = _unit(_encode(class_texts, encoder))
         width = classes.shape[1]
-        rotation, _ = np.linalg.qr(rng.randn(width, width))
-        mix = (1.0 - domain_shift) * np.eye(width) + domain_shift * rotation
-        offset = domain_shift * _unit(rng.randn(width))
-
-        def shift(v):
-            return v @ mix.T + offset
+        shift = _domain_shift(width, domain_shift, rng)
 
         def features(texts):
             eps = rng.randn(len(texts), width) * noise / np.sqrt(width)
