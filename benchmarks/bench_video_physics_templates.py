@@ -46,7 +46,7 @@ from _common import fit_predict_timed
 
 from skicml.datasets import make_template_split
 from skicml.video import CaseBasedVideoPredictor, abnormal_rollouts, video_similarity
-from skicml.video._physics._evaluation import add_model_options, recipe_model
+from skicml.video._physics._evaluation import GPU_MODEL_OPTIONS, add_model_options, recipe_model
 
 N_COND = 1  # the paper conditions PHYRE rollouts on one frame
 
@@ -139,9 +139,7 @@ def main(argv=None):
         out = os.environ.get("OUT", ".")
         args = parser.parse_args([
             "--templates", "2", "6", "15", "--n-train", "3000", "--seeds", "0", "--steps", "2500",
-            "--n-frames", "8", "--patch-size", "4", "--d-model", "128", "--depth", "4", "--batch-size", "64",
-            "--lr", "5e-4", "--ema-decay", "0.999", "--sampling-steps", "20", "--n-eval", "40",
-            "--device", "cuda", "--threads", "8", "--json", os.path.join(out, "templates_gpu.json"),
+            "--n-frames", "8", "--n-eval", "40", *GPU_MODEL_OPTIONS, "--json", os.path.join(out, "templates_gpu.json"),
         ])
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=FutureWarning)

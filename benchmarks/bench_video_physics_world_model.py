@@ -91,7 +91,7 @@ from skicml.video import (
     nearest_training_case,
     velocity_error,
 )
-from skicml.video._physics._evaluation import BUCKETS, N_COND, add_model_options, bucket_means, \
+from skicml.video._physics._evaluation import BUCKETS, GPU_MODEL_OPTIONS, N_COND, add_model_options, bucket_means, \
     pretrained_model, recipe_model, speed_following
 
 #: The errors reported per scenario (the first is the headline).
@@ -298,10 +298,8 @@ def main(argv=None):
     if args.gpu:
         out = os.environ.get("OUT", ".")
         args = parser.parse_args([
-            "--sizes", "300", "3000", "30000", "--steps", "2500", "--n-frames", "16", "--patch-size", "4",
-            "--d-model", "128", "--depth", "4", "--batch-size", "64", "--lr", "5e-4", "--ema-decay", "0.999",
-            "--sampling-steps", "20", "--n-eval", "100", "--priority", "color,velocity",
-            "--priority-train", "3000", "--device", "cuda", "--threads", "8",
+            "--sizes", "300", "3000", "30000", "--steps", "2500", "--n-frames", "16", *GPU_MODEL_OPTIONS,
+            "--n-eval", "100", "--priority", "color,velocity", "--priority-train", "3000",
             "--json", os.path.join(out, "world_model_gpu.json"), "--save-models", out,
         ])
     if args.n_frames is None:

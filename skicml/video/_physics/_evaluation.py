@@ -781,6 +781,12 @@ N_COND = 3
 BUCKETS = ("id", "r_out", "v_out", "rv_out", "zero")
 
 
+#: The model of the prepared one-H100 runs (``--gpu`` of the world-model
+#: benchmarks), as arguments of :func:`add_model_options`' parser.
+GPU_MODEL_OPTIONS = ("--patch-size", "4", "--d-model", "128", "--depth", "4", "--batch-size", "64", "--lr", "5e-4",
+                     "--ema-decay", "0.999", "--sampling-steps", "20", "--device", "cuda", "--threads", "8")
+
+
 def add_model_options(parser):
     """The model's and the evaluation's options, shared by the recipe and the benchmark."""
     parser.add_argument("--steps", type=int, default=1000, help="optimiser steps")
