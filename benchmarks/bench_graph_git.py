@@ -359,10 +359,10 @@ def run_in_context(seed, pretrained, tasks, args):
         X, graph, y = examples(domain)
         if task == "graph":
             raw = task_features(domain, [g["x"] for g in domain.graphs])
-            smooth = task_features(domain, [_propagate(g["x"], g["edge_index"]) for g in domain.graphs])
+            smooth = task_features(domain, [propagated(g["x"], g["edge_index"]) for g in domain.graphs])
         else:
             raw = task_features(domain, domain.x)
-            smooth = task_features(domain, _propagate(domain.x, domain.edge_index))
+            smooth = task_features(domain, propagated(domain.x, domain.edge_index))
         width = None if args.domains == "semantic" else N_FEATURES
         embedded = {"git pretrained": [git_embeddings(domain, pretrained, seed, width)],
                     "git scratch": [git_embeddings(domain, None, 100 + i, args.hidden_dim if width is None else width)
@@ -385,7 +385,8 @@ def run_in_context(seed, pretrained, tasks, args):
     return rows
 
 
-def _propagate(x, edge_index, hops=2):
+def propagated(x, edge_index, hops=2):
+    """``A_hat^hops x`` with ``A_hat = D^-1/2 (A + I) D^-1/2`` (SGC's propagation)."""
     import scipy.sparse as sp
 
     n = len(x)

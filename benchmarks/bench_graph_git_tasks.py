@@ -56,6 +56,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
+from bench_graph_git import propagated
+
 from skicml.datasets import make_graph_domains
 from skicml.graph import GITClassifier
 
@@ -80,20 +82,6 @@ def link_split(domain, seed, fraction=0.1):
             existing.add(u * n + v)
     pairs = np.vstack([edges[:n_test], np.array(negative)])
     return edges[n_test:].T, pairs, np.r_[np.ones(n_test), np.zeros(n_test)]
-
-
-def propagated(x, edges, hops=2):
-    """``A_hat^hops x`` with ``A_hat = D^-1/2 (A + I) D^-1/2`` (SGC's propagation)."""
-    import scipy.sparse as sp
-
-    n = len(x)
-    a = sp.coo_matrix((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n, n))
-    a = ((a + a.T) > 0).astype(np.float64) + sp.eye(n)
-    d = np.asarray(a.sum(1)).ravel() ** -0.5
-    a = sp.diags(d) @ a @ sp.diags(d)
-    for _ in range(hops):
-        x = a @ x
-    return x
 
 
 def cosine(x, pairs):
