@@ -1,6 +1,8 @@
 """Causal vision-language models: the backbone protocol, TinyVLM, and the methods that steer or tune them.
 
-VISTA (:class:`VISTASteerer`) steers decoding against object hallucination;
+VISTA (:class:`VISTASteerer`) steers decoding against object hallucination
+(measured by :func:`chair` on captions and by POPE's yes/no probe,
+:func:`pope_questions` and :func:`pope_score`);
 Lavender (:class:`LavenderTuner`) fine-tunes a model so that its
 text-to-image attention follows a teacher's per-word maps
 (:class:`TinyDiffusionTeacher`, :class:`OracleMaskTeacher`,
@@ -26,6 +28,7 @@ from ._lavender import (
     save_word_maps,
 )
 from ._model import TinyVLM
+from ._pope import caption_answers, pope_answers, pope_questions, pope_score
 from ._pretrained import load_tiny_vlm, save_tiny_vlm
 from ._text import scene_vocabulary
 from ._vista import VISTA_PRESETS, VISTASteerer, VisualSteeringVector
@@ -45,6 +48,7 @@ __all__ = [
     "VisualSteeringVector",
     "align_loss",
     "as_backbone",
+    "caption_answers",
     "chair",
     "chair_mentions",
     "check_backbone",
@@ -52,6 +56,9 @@ __all__ = [
     "load_tiny_vlm",
     "make_chair_scorer",
     "pointing_accuracy",
+    "pope_answers",
+    "pope_questions",
+    "pope_score",
     "save_tiny_vlm",
     "save_word_maps",
     "scene_vocabulary",
