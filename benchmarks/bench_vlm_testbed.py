@@ -101,16 +101,72 @@ def load_teacher(path, extract_timesteps):
                                              batch_size=100, device="cpu")
 
 
-def tiny_models(image_size=48):
-    """An untrained small student (8-pixel patches, 36 image tokens) and teacher (4-pixel patches): smoke test."""
+def tiny_student(image_size=48):
+    """An untrained small student (8-pixel patches, 36 image tokens, 3 layers): smoke tests."""
     torch.manual_seed(0)
+    student = TinyVLM(task_vocabulary("free-scenes"), image_size=image_size, patch_size=8, hidden_size=32,
+                      num_layers=3, head_dim=16)
+    return student.eval()
+
+
+def tiny_teacher(image_size=48, seed=1):
+    """An untrained small diffusion teacher (4-pixel patches, 12 x 12 maps): smoke tests (seed None: torch's)."""
+    if seed is not None:
+        torch.manual_seed(seed)
     vocabulary = task_vocabulary("free-scenes")
-    student = TinyVLM(vocabulary, image_size=image_size, patch_size=8, hidden_size=32, num_layers=3, head_dim=16)
     module = TeacherDDPM(len(vocabulary), image_size=image_size, patch=4, d_model=16, n_layers=1, n_heads=2,
                          n_steps=100, beta_max=0.05, caption_dropout=0.1, pad_id=0, start_id=1)
-    teacher = TinyDiffusionTeacher._from_module(module, vocabulary, extract_timesteps=(0, 1, 2), batch_size=100,
-                                                device="cpu")
-    return student.eval(), teacher
+    return TinyDiffusionTeacher._from_module(module, vocabulary, extract_timesteps=(0, 1, 2), batch_size=100,
+                                             device="cpu")
+
+
+def tiny_models(image_size=48):
+    """An untrained small student (8-pixel patches, 36 image tokens) and teacher (4-pixel patches): smoke test."""
+    return tiny_student(image_size), tiny_teacher(image_size, seed=None)  # the teacher drawn after the student
+
+
+def check_student(student):
+    """Refuse a student whose vocabulary lacks words of the free scenes (one trained on another task)."""
+    unknown = set(free_object_scene_words()) - set(student.vocabulary)
+    if unknown:
+        raise SystemExit(f"the student was not trained on free scenes: it lacks {sorted(unknown)[:5]}")
+    return student
+
+
+def truth_sets(objects, n):
+    """Each scene's set of object names (colour shape), the ground truth of CHAIR and POPE."""
+    return objects.groupby("scene")["name"].apply(set).reindex(range(n)).tolist()
+
+
+# --------------------------------------------------------------------------
+# The method benchmarks' tables over seeds (bench_vlm_vista, bench_vlm_lavender on free scenes)
+# --------------------------------------------------------------------------
+def mean_sd(table, keys, columns, digits=3):
+    """``mean+-sd`` over the rows of each group of ``keys`` (the seeds), with the number of rows."""
+    groups = table.groupby(keys, sort=False)[columns]
+    means, spreads = groups.mean(), groups.std()
+    shown = means.copy().astype(object)
+    for column in columns:
+        shown[column] = [f"{m:.{digits}f}" if np.isnan(sd) else f"{m:.{digits}f}+-{sd:.{digits}f}"
+                         for m, sd in zip(means[column], spreads[column])]
+    shown.insert(0, "seeds", groups.size())
+    return shown
+
+
+def paired_differences(table, keys, arm, base, columns, digits=4):
+    """Lines of ``arm`` minus ``base`` seed by seed (rows matched on ``keys`` + seed): mean (sd) over seeds."""
+    lines = []
+    others = [k for k in keys if k != "arm"]
+    keyed = table.set_index(others + ["arm", "seed"]).sort_index()
+    for group in table[others].drop_duplicates().itertuples(index=False):
+        group = tuple(group)
+        try:
+            paired = (keyed.loc[group + (arm,)][columns] - keyed.loc[group + (base,)][columns]).dropna()
+        except KeyError:
+            continue
+        lines.append(f"{' '.join(map(str, group))}: {arm} - {base} over {len(paired)} seeds: " + ", ".join(
+            f"{c} {paired[c].mean():+.{digits}f} (sd {paired[c].std():.{digits}f})" for c in columns))
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -249,9 +305,7 @@ def main():
             parser.error("--student and --teacher are needed (or --quick)")
         student = load_student(args.student)
         teacher = load_teacher(args.teacher, args.extract_timesteps)
-    unknown = set(free_object_scene_words()) - set(student.vocabulary)
-    if unknown:
-        raise SystemExit(f"the student was not trained on free scenes: it lacks {sorted(unknown)[:5]}")
+    check_student(student)
     size = student.image_size
     print(f"student: {sum(p.numel() for p in student.parameters()):,} parameters, {student.n_image_tokens} image "
           f"tokens, {len(student.layers)} layers; teacher: {teacher.grid_size_} x {teacher.grid_size_} maps, "

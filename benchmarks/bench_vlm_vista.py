@@ -16,23 +16,61 @@ against plain decoding (VISTA's target: under 1.3x).
 
     python benchmarks/bench_vlm_vista.py              # the recorded run
     python benchmarks/bench_vlm_vista.py --quick      # smoke test
+
+``--task free-scenes`` measures VISTA on the testbed of issue 58
+(:func:`skicml.datasets.make_free_object_scenes`: objects off the token
+grid, captions of 100+ tokens) with a student trained on it (``--student``:
+an exported file or a ``skicml pretrain tiny-vlm --task free-scenes``
+checkpoint, read as ``bench_vlm_testbed.py`` reads it). For each seed (fresh
+validation and test scenes, and the seed of nucleus sampling):
+
+- ``vsv_lambda`` and ``sla_gamma`` are chosen together by scikit-learn's
+  ``GridSearchCV`` over :meth:`~skicml.vlm.VISTASteerer.score` (-CHAIR_I of
+  greedy captions; ``--scoring`` for another) with ``--cv`` folds of
+  ``--val-scenes`` unbiased held-out scenes;
+- plain decoding and VISTA at the chosen point caption the test scenes
+  (unbiased; biased: drawn with the training co-occurrences) in greedy, beam
+  (5) and nucleus (0.9) decoding: CHAIR_S, CHAIR_I, recall;
+- POPE's yes/no probe on the same scenes (:func:`skicml.vlm.pope_questions`:
+  3 present and 3 absent objects an image; absent ones at random, the most
+  frequent, or those co-occurring most with the present ones, counted on
+  biased scenes as the student was trained), answered from each arm's
+  captions (:func:`skicml.vlm.caption_answers`: yes when the caption names
+  the object; the TinyVLM student is a captioner with no yes/no answers):
+  accuracy and F1.
+
+The summary gives mean +- sd over seeds and the paired differences VISTA -
+plain seed by seed::
+
+    python benchmarks/bench_vlm_vista.py --task free-scenes --student free_student_vlm.pt --seeds 0 1 2
+    python benchmarks/bench_vlm_vista.py --task free-scenes --quick     # smoke test, tiny untrained student
 """
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 import torch
 
-from skicml.datasets import make_object_scenes
-from skicml.vlm import VISTASteerer
+from bench_vlm_testbed import check_student, load_student, mean_sd, paired_differences, tiny_student, truth_sets
+from sklearn.model_selection import GridSearchCV, KFold
+
+from skicml.datasets import object_classes
+from skicml.vlm import VISTASteerer, caption_answers, chair, pope_questions, pope_score
+from skicml.vlm._pretrain import MAX_NEW_TOKENS, task_scenes
+from skicml.vlm._vista._steerer import _SCORINGS
+
+#: POPE's three negative samplings.
+SAMPLINGS = ("random", "popular", "adversarial")
+#: Seeds of the free-scenes sets: validation, unbiased and biased test scenes, the POPE statistics (+ 10 x seed).
+FREE_SEEDS = {"validation": 5900, "unbiased": 5901, "biased": 5902, "statistics": 5903}
 
 
-def scenes(n, cooccurrence, seed):
-    images, _, objects = make_object_scenes(n, cooccurrence=cooccurrence, random_state=seed)
-    truth = objects.groupby("scene")["name"].apply(set).reindex(range(n)).tolist()
-    return images, truth
+def scenes(n, cooccurrence, seed, task="object-scenes", image_size=48):
+    images, _, objects = task_scenes(task, n, cooccurrence=cooccurrence, random_state=seed, image_size=image_size)
+    return images, truth_sets(objects, n)
 
 
 def evaluate(backbone, images, truth, **params):
@@ -72,6 +110,91 @@ def token_cost(backbone, images, repeats, max_new_tokens):
     return {name: float(np.median(t)) / tokens[name] for name, t in times.items()}
 
 
+def decoding_options(decoding):
+    return dict(decoding=decoding, num_beams=5) if decoding == "beam" else dict(decoding=decoding)
+
+
+def choose(student, images, truth, args, seed):
+    """``GridSearchCV`` over the steerer's ``score`` on held-out scenes: the chosen (lambda, gamma) and the grid."""
+    steerer = VISTASteerer(backbone=student, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+                           sla_window=args.sla_window, vocabulary=object_classes(), scoring=args.scoring,
+                           random_state=seed)
+    search = GridSearchCV(steerer, {"vsv_lambda": args.lambdas, "sla_gamma": args.gammas},
+                          cv=KFold(args.cv, shuffle=True, random_state=seed), refit=False, error_score="raise")
+    with warnings.catch_warnings():  # a collapsing point shows in its score; its warnings would drown the log
+        warnings.filterwarnings("ignore", message=".*steers this model too hard", category=UserWarning)
+        search.fit(images, truth)
+    grid = pd.DataFrame(search.cv_results_["params"])
+    grid["score"], grid["score_sd"] = search.cv_results_["mean_test_score"], search.cv_results_["std_test_score"]
+    return search.best_params_, grid
+
+
+def caption_rows(steerer, images, truth, questions):
+    """CHAIR and POPE (answered from the captions) of one steerer's captions of a test set."""
+    start = time.perf_counter()
+    captions = list(steerer.predict(images))
+    seconds = time.perf_counter() - start
+    report = chair(captions, truth, object_classes())
+    row = {k: report[k] for k in ("chair_s", "chair_i", "recall", "f1", "mean_length")}
+    for sampling, asked in questions.items():
+        scores = pope_score(caption_answers(captions, asked, object_classes()), asked["label"])
+        row.update({f"pope_{sampling[:3]}_{k}": scores[k] for k in ("accuracy", "f1", "yes_ratio")})
+    return {**row, "seconds": seconds}
+
+
+def free_scenes(args):
+    """VISTA against plain decoding on the free-scenes testbed, ``--seeds`` times (module docstring)."""
+    student = tiny_student() if args.quick else check_student(load_student(args.student))
+    size = student.image_size
+    print(f"student: {sum(p.numel() for p in student.parameters()):,} parameters, {student.n_image_tokens} image "
+          f"tokens, {len(student.layers)} layers; grid lambda {args.lambdas} x gamma {args.gammas}, {args.cv}-fold "
+          f"GridSearchCV on {args.val_scenes} scenes, scoring {args.scoring}", flush=True)
+    rows, grids = [], []
+    for seed in args.seeds:
+        shift = 10 * seed
+        validation = scenes(args.val_scenes, 0.0, FREE_SEEDS["validation"] + shift, "free-scenes", size)
+        start = time.perf_counter()
+        best, grid = choose(student, *validation, args, seed)
+        grids.append(grid.assign(seed=seed))
+        print(f"seed {seed}: GridSearchCV chose {best} ({time.perf_counter() - start:.0f} s)", flush=True)
+        _, statistics = scenes(args.statistics_scenes, args.cooccurrence, FREE_SEEDS["statistics"] + shift,
+                               "free-scenes", size)
+        for test in args.tests:
+            images, truth = scenes(args.n_scenes, args.cooccurrence if test == "biased" else 0.0,
+                                   FREE_SEEDS[test] + shift, "free-scenes", size)
+            questions = {sampling: pope_questions(truth, object_classes(), sampling=sampling, statistics=statistics,
+                                                  random_state=seed) for sampling in SAMPLINGS}
+            for decoding in args.decodings:
+                for arm, params in (("plain", dict(vsv=False, sla=False)), ("vista", best)):
+                    steerer = VISTASteerer(backbone=student, max_new_tokens=args.max_new_tokens,
+                                           batch_size=args.batch_size, sla_window=args.sla_window,
+                                           random_state=seed, **decoding_options(decoding), **params).fit()
+                    row = caption_rows(steerer, images, truth, questions)
+                    rows.append({"seed": seed, "test": test, "decoding": decoding, "arm": arm,
+                                 "vsv_lambda": params.get("vsv_lambda", 0.0),
+                                 "sla_gamma": params.get("sla_gamma", 0.0), **row})
+                    print(f"seed {seed} {test:8s} {decoding:8s} {arm:6s} CHAIR_S {row['chair_s']:.3f} CHAIR_I "
+                          f"{row['chair_i']:.3f} recall {row['recall']:.3f} POPE acc/F1 " + " ".join(
+                              f"{s[:3]} {row[f'pope_{s[:3]}_accuracy']:.3f}/{row[f'pope_{s[:3]}_f1']:.3f}"
+                              for s in SAMPLINGS) + f" ({row['seconds']:.0f} s)", flush=True)
+    table = pd.DataFrame(rows)
+    grid = pd.concat(grids).groupby(["vsv_lambda", "sla_gamma"]).score.agg(["mean", "std"])
+    print(f"\nGridSearchCV: mean {args.scoring} score (greater is better) over seeds, per point")
+    print(grid.round(4).to_string())
+    keys = ["test", "decoding", "arm"]
+    columns = ["chair_s", "chair_i", "recall", "mean_length"] + [
+        f"pope_{s[:3]}_{k}" for s in SAMPLINGS for k in ("accuracy", "f1")]
+    print(f"\nVISTA on the free-scenes testbed: {args.n_scenes} test scenes a set, seeds {args.seeds}; "
+          "mean +- sd over seeds (POPE answered from the captions)")
+    with pd.option_context("display.width", 300, "display.max_columns", 40):
+        print(mean_sd(table, keys, columns).to_string())
+    print("chosen (vsv_lambda, sla_gamma) per seed:",
+          table[table.arm == "vista"].groupby("seed")[["vsv_lambda", "sla_gamma"]].first().to_dict("index"))
+    for line in paired_differences(table, keys, "vista", "plain", columns):
+        print(line)
+    return table
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backbone", default="tiny-vlm-scenes", help="a shipped name or a TinyVLM file")
@@ -82,7 +205,31 @@ def main():
     parser.add_argument("--collapse-lambdas", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
+    free = parser.add_argument_group("--task free-scenes (issue 58)")
+    free.add_argument("--task", choices=["object-scenes", "free-scenes"], default="object-scenes")
+    free.add_argument("--student", help="TinyVLM file or `skicml pretrain tiny-vlm --task free-scenes` checkpoint")
+    free.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    free.add_argument("--val-scenes", type=int, default=150, help="held-out scenes of the grid search")
+    free.add_argument("--cv", type=int, default=3, help="folds of the grid search")
+    free.add_argument("--scoring", choices=sorted(_SCORINGS), default="chair_i", help="what score() returns")
+    free.add_argument("--tests", nargs="+", choices=["unbiased", "biased"], default=["unbiased", "biased"])
+    free.add_argument("--cooccurrence", type=float, default=0.8, help="bias of the biased scenes (training's)")
+    free.add_argument("--statistics-scenes", type=int, default=2000,
+                      help="biased scenes that rank POPE's popular and adversarial negatives")
+    free.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS["free-scenes"])
+    free.add_argument("--sla-window", type=int, default=5)
+    free.add_argument("--batch-size", type=int, default=50)
     args = parser.parse_args()
+    if args.task == "free-scenes":
+        if args.quick:
+            args.seeds, args.val_scenes, args.cv, args.n_scenes = args.seeds[:2], 8, 2, 8
+            args.lambdas, args.gammas, args.decodings = [0.1], [0.3, 0.5], ["greedy", "nucleus"]
+            args.tests, args.statistics_scenes, args.max_new_tokens, args.sla_window = ["unbiased"], 100, 24, 2
+        elif not args.student:
+            parser.error("--task free-scenes needs --student (or --quick)")
+        torch.set_num_threads(args.threads)
+        free_scenes(args)
+        return
     if args.quick:
         args.n_scenes, args.lambdas, args.gammas, args.decodings = 20, [0.1], [0.3], ["greedy"]
         args.collapse_lambdas = [2.0]
