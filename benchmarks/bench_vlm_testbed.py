@@ -141,13 +141,17 @@ def truth_sets(objects, n):
 # --------------------------------------------------------------------------
 # The method benchmarks' tables over seeds (bench_vlm_vista, bench_vlm_lavender on free scenes)
 # --------------------------------------------------------------------------
-def mean_sd(table, keys, columns, digits=3):
-    """``mean+-sd`` over the rows of each group of ``keys`` (the seeds), with the number of rows."""
+def mean_sd(table, keys, columns, digits=3, decimals=None):
+    """``mean+-sd`` over the rows of each group of ``keys`` (the seeds), with the number of rows.
+
+    ``digits`` decimals, or ``decimals[column]`` for the columns it names.
+    """
     groups = table.groupby(keys, sort=False)[columns]
     means, spreads = groups.mean(), groups.std()
     shown = means.copy().astype(object)
     for column in columns:
-        shown[column] = [f"{m:.{digits}f}" if np.isnan(sd) else f"{m:.{digits}f}+-{sd:.{digits}f}"
+        d = (decimals or {}).get(column, digits)
+        shown[column] = [f"{m:.{d}f}" if np.isnan(sd) else f"{m:.{d}f}+-{sd:.{d}f}"
                          for m, sd in zip(means[column], spreads[column])]
     shown.insert(0, "seeds", groups.size())
     return shown
