@@ -180,3 +180,28 @@ def test_too_crowded_scenes_are_refused():
     with pytest.raises(ValueError, match="could not fit 12 objects"):
         make_free_object_scenes(2, image_size=16, min_objects=12, max_objects=12, sizes=["large"], overlap=0.0,
                                 random_state=0)
+
+
+def test_vista_strengths_are_chosen_by_grid_search_over_score_on_free_scenes():
+    # What bench_vlm_vista.py --task free-scenes does: GridSearchCV over VISTASteerer.score (-CHAIR_I), the
+    # ground truth as sets of names; the chosen point is the grid's best mean score, and POPE reads the captions.
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from skicml.vlm import TinyVLM, VISTASteerer, caption_answers, pope_questions, pope_score
+    from skicml.vlm._pretrain import task_vocabulary
+
+    images, _, objects = make_free_object_scenes(6, random_state=3)
+    truth = objects.groupby("scene")["name"].apply(set).tolist()
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    student = TinyVLM(task_vocabulary("free-scenes"), patch_size=8, hidden_size=16, num_layers=3, head_dim=8)
+    steerer = VISTASteerer(backbone=student, max_new_tokens=6, sla_window=2, random_state=0)
+    grid = {"vsv_lambda": [0.05, 0.2], "sla_gamma": [0.3]}
+    search = GridSearchCV(steerer, grid, cv=KFold(2), refit=True, error_score="raise").fit(images, truth)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(scores <= 0) and search.best_params_ == search.cv_results_["params"][int(np.argmax(scores))]
+    assert search.best_estimator_.score(images, truth) == -search.best_estimator_.chair_report(images, truth)["chair_i"]
+    captions = list(search.best_estimator_.predict(images))
+    questions = pope_questions(truth, object_classes(), sampling="adversarial", random_state=0)
+    result = pope_score(caption_answers(captions, questions, object_classes()), questions["label"])
+    assert result["n"] == 36 and 0 <= result["accuracy"] <= 1
