@@ -22,6 +22,11 @@ W-CLIP evidence is measured for the shapes world only)::
 
     skicml pretrain tiny-clip --data needle-frames --init-from tiny-clip-shapes --steps 600 \\
         --lr 3e-4 --batch-size 256 --threads 1 --checkpoint run/needle_clip.ckpt --export run/needle_clip.pt
+
+An interrupted run (``--max-minutes``) resumes from ``--checkpoint`` with the
+command it was started with; other steps, data, rates or widths are
+refused (a larger ``--steps`` would splice two learning-rate schedules): a
+finished run goes on as a new one, ``--init-from`` its checkpoint.
 """
 
 from __future__ import annotations
@@ -300,8 +305,37 @@ def model_config(args):
     return cfg
 
 
+#: The options a ``--checkpoint`` is bound to: the schedule, the data and the model it was started with.
+_RUN_OPTIONS = ("steps", "batch_size", "lr", "weight_decay", "seed", "data", "init_from", "image_size", "max_objects",
+                "embed_dim", "patch_size", "vision_width", "vision_layers", "text_width", "text_layers",
+                "context_length")
+
+
+def _check_resume(args):
+    """Refuse to resume ``--checkpoint`` with other run options (``_RUN_OPTIONS``) than the call that started it.
+
+    The checkpoint holds the learning-rate schedule of its first call's
+    ``--steps``: resumed with a larger ``--steps``, the next step would run
+    at the old schedule's final rate (0) and the rest on the tail of another
+    schedule, silently; other data or widths would train another run under
+    the first one's name. A finished run is extended by a new run with
+    ``--init-from`` the checkpoint (a fresh schedule).
+    """
+    if not args.checkpoint or not os.path.exists(args.checkpoint):
+        return
+    meta = torch.load(args.checkpoint, map_location="cpu", weights_only=True, mmap=True)["history"]["meta"]
+    changed = [f"--{key.replace('_', '-')} {meta[key]!r} (now {getattr(args, key)!r})" for key in _RUN_OPTIONS
+               if key in meta and meta[key] != getattr(args, key)]
+    if changed:
+        raise ValueError(f"--checkpoint {args.checkpoint} was started with " + ", ".join(changed)
+                         + "; resume it with the options it was started with, or start a new run (another "
+                           "--checkpoint; --init-from the old one to continue from its weights with a fresh "
+                           "schedule).")
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    _check_resume(args)
     open_clip = import_open_clip()
     cfg = model_config(args)
     scene_kwargs = {"image_size": args.image_size, "max_objects": args.max_objects,

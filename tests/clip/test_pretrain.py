@@ -80,3 +80,41 @@ def test_interrupted_run_resumes_exactly(tmp_path):
     a, b = _weights.load_weights(straight)["state_dict"], _weights.load_weights(resumed)["state_dict"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+
+def test_needle_frames_fine_tune_resumes_exports_and_reads_videos(tmp_path):
+    """The ViLAMP recipe end to end: --data needle-frames --init-from, stopped and resumed, exported, read."""
+    from skicml.datasets import make_needle_videos
+    from skicml.video import CLIPVideoEncoder
+
+    start = tmp_path / "shapes.ckpt"  # a small shapes model, then fine-tuned from its checkpoint
+    _pretrain.main(["--steps", "1", "--eval-every", "0", "--checkpoint", str(start), *SMALL])
+    needle = ["--data", "needle-frames", "--init-from", str(start), "--lr", "3e-4", "--eval-every", "2", *SMALL]
+    straight = tmp_path / "straight.pt"
+    _pretrain.main(["--steps", "3", "--export", str(straight), *needle])
+    checkpoint, resumed = tmp_path / "needle.ckpt", tmp_path / "needle.pt"
+    common = ["--steps", "3", "--checkpoint", str(checkpoint), "--export", str(resumed), *needle]
+    _pretrain.main(common + ["--max-minutes", "0"])  # stops after one step
+    assert not resumed.exists()
+    _pretrain.main(common)
+    a, b = _weights.load_weights(straight), _weights.load_weights(resumed)
+    for key in a["state_dict"]:
+        torch.testing.assert_close(a["state_dict"][key], b["state_dict"][key], rtol=0, atol=0)
+    provenance = b["provenance"]
+    assert provenance["steps"] == 3 and provenance["init_from"] == str(start)
+    assert provenance["data"]["generator"].startswith("skicml.datasets.make_needle_videos")
+    assert "wclip_evidence" not in provenance and b["config"]["name"] == "tiny-clip-needle-frames"
+    assert [m["step"] for m in provenance["heldout"]] == [2, 3]
+    # A finished checkpoint resumed with more steps would train on a spliced schedule (lr 0, then another
+    # schedule's tail): refused, naming the option.
+    with pytest.raises(ValueError, match=r"--steps 3 \(now 5\)"):
+        _pretrain.main(["--steps", "5", "--checkpoint", str(checkpoint), *needle])
+    with pytest.raises(ValueError, match="--data 'needle-frames' \\(now 'shapes'\\)"):
+        _pretrain.main(["--steps", "3", "--checkpoint", str(checkpoint), "--eval-every", "0", *SMALL])
+    # The benchmark's --clip path: the exported file read by CLIPVideoEncoder through CLIPEmbedder.
+    data = make_needle_videos(2, n_frames=20, n_scenes=2, n_classes=3, random_state=0)
+    encoder = CLIPVideoEncoder(CLIPEmbedder(pretrained=str(resumed), device="cpu"), n_frames=20)
+    videos = encoder.fit(list(zip(data.videos, data.query_prompts))).transform_videos(
+        list(zip(data.videos, data.query_prompts)))
+    assert videos[0].frames.shape == (20, 8) and videos[0].patches.shape == (20, 16, 8)
+    assert encoder.image_embedder_.model_info_["provenance"]["init_from"] == str(start)
