@@ -53,8 +53,9 @@ the event lives in merged tokens. ``ViLAMPClassifier`` with the parameter-free
 merge on the original patches (the ceiling), the parameter-free merge on the
 rotated patches, and the learnable merge (the official ``SigPooling``) on
 the rotated patches, from the official N(0, 0.02) maps and from maps near
-the identity (``merge_init="identity"``); ``--rot-rows`` runs some rows
-only::
+the identity (``merge_init="identity"``); ``--rot-rows`` runs the rows whose
+label starts with one of its prefixes (below, the parameter-free rotated row
+and both temperature-1 learnable rows, identity init included)::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_video_vilamp_pixels.py --parts rotation \\
         --rot-rows "parameter-free, rotated" "learnable, rotated, temp. 1"
@@ -100,7 +101,15 @@ def _encoder(n_frames, pairs):
         from skicml.clip import CLIPEmbedder
 
         embedder = CLIPEmbedder(pretrained=CLIP, device="cpu")
-    return CLIPVideoEncoder(embedder, n_frames=n_frames).fit(pairs[:1])
+    encoder = CLIPVideoEncoder(embedder, n_frames=n_frames).fit(pairs[:1])
+    if encoder.n_patches_ != PATCHES:  # the token budgets (K) are counted in the tiny CLIP's patches
+        raise SystemExit(f"--clip {CLIP} gives {encoder.n_patches_} patches a frame; the benchmark's budgets assume "
+                         f"the tiny CLIP's {PATCHES} (8 x 8): use a CLIP of its architecture.")
+    if CLIP is not None:
+        provenance = encoder.image_embedder_.model_info_.get("provenance") or {}
+        print(f"  --clip {CLIP}: {provenance.get('recipe', 'no recipe recorded')} "
+              f"({provenance.get('steps', '?')} steps, final loss {provenance.get('final_loss', '?')})", flush=True)
+    return encoder
 
 
 def _embed(encoder, data):
@@ -369,7 +378,8 @@ def part_rotation(args):
     base = np.mean(rows["parameter-free, rotated"]) if "parameter-free, rotated" in rows else np.nan
     print(f"{'merge':<52} {'accuracy':>16} {'/ parameter-free rotated':>25}")
     for label, values in rows.items():
-        print(f"{label:<52} {_fmt(values):>16} {np.mean(values) / base:>25.2f}")
+        ratio = f"{np.mean(values) / base:.2f}" if base > 0 else "-"  # no ratio to a zero (or absent) base
+        print(f"{label:<52} {_fmt(values):>16} {ratio:>25}")
 
 
 def main():
