@@ -68,7 +68,10 @@ class ViLAMPClassifier(VideoInputMixin, LogitsClassifierMixin, TorchEstimatorMix
     merge_init : {"normal", "identity"}, default="normal"
         Initial maps of the learnable merge: the official N(0, 0.02), or
         the identity plus N(0, 0.02) (zero bias), which starts from the
-        parameter-free rule. Ignored unless ``learnable_merge``.
+        parameter-free rule. Ignored unless ``learnable_merge``. On patches
+        rotated away from the query's space the identity start did not help
+        (0.43 against 0.52 from the official start, 3 seeds; doc/video.rst,
+        ``vilamp-pixels``).
     head : {"attention_pool", "transformer"}, default="attention_pool"
         The head over the tokens (see :class:`ViLAMPNetwork`): a pooling of
         the tokens by attention to the query, or a transformer over
