@@ -48,8 +48,8 @@ running beside them)::
     python benchmarks/bench_video_physics_world_model.py --sizes --priority color,velocity --priority-train 600
     python benchmarks/bench_video_physics_world_model.py --sizes --priority size,velocity --priority-train 600
 
-The reruns at the shipped network's 3,200 steps (each fit about 38 minutes
-on one quiet thread; seeds 0 and 1)::
+The reruns at the shipped network's 3,200 steps (each fit 12-45 minutes on one
+thread, 0.27-0.45 s a step by load; seeds 0 and 1)::
 
     python benchmarks/bench_video_physics_world_model.py --sizes --steps 3200 --seed 0 \
         --priority color,velocity size,velocity color,size velocity,shape --json priority_s0.json
