@@ -73,7 +73,8 @@ def test_reconstruction_loss_lies_in_0_2_is_0_when_parallel_and_stops_the_target
 @given(st.integers(1, 20), st.integers(2, 9), st.integers(0, 99))
 def test_alignment_loss_is_nonnegative_and_zero_for_identical_rows(rows, dim, seed):
     z = torch.randn(rows, dim, generator=torch.Generator().manual_seed(seed))
-    assert float(alignment_loss(z)) >= -1e-7
+    # float32 rounding of a sum of near-zero KL terms: -1.4e-7 was found for one row of 9 features
+    assert float(alignment_loss(z)) >= -1e-6
     assert abs(float(alignment_loss(z[:1].expand(rows, dim)))) < 1e-6
 
 
