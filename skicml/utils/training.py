@@ -498,7 +498,10 @@ def pretrain(model, source, loss_fn, *, steps, lr, weight_decay=0.0, warmup_frac
         ``"auto"`` uses bfloat16 autocast on CUDA and full precision on CPU.
     checkpoint_path : str or None
         Where to save (every ``checkpoint_every`` steps and at the end) and,
-        if the file exists, where to resume from.
+        if the file exists, where to resume from. A checkpoint resumes only
+        with the ``steps``, ``lr``, ``weight_decay`` and ``warmup_fraction``
+        it was started with (``ValueError`` otherwise): its optimiser and
+        schedule state belong to that schedule.
     callback : callable or None
         ``callback(model, step) -> dict`` of metrics, run every
         ``callback_every`` steps (and at the end) on rank 0, in eval mode.
@@ -522,10 +525,25 @@ def pretrain(model, source, loss_fn, *, steps, lr, weight_decay=0.0, warmup_frac
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_cosine(steps, int(warmup_fraction * steps))
     )
-    history = {"step": 0, "loss": [], "metrics": [], "seconds": 0.0, "items": 0, "meta": dict(meta or {})}
+    # The optimiser state and the schedule's position are restored as saved, so a
+    # resume under other schedule options would silently train on a mix of two
+    # schedules (a finished run resumed with more steps trained at rate 0).
+    schedule_options = {"steps": steps, "lr": lr, "weight_decay": weight_decay,
+                        "warmup_fraction": warmup_fraction}
+    history = {"step": 0, "loss": [], "metrics": [], "seconds": 0.0, "items": 0, "meta": dict(meta or {}),
+               "schedule_options": schedule_options}
 
     if checkpoint_path is not None and os.path.exists(checkpoint_path):
         state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        saved = state["history"].get("schedule_options")  # absent in checkpoints of earlier versions
+        changed = [f"{name} {saved[name]!r} -> {value!r}" for name, value in schedule_options.items()
+                   if saved is not None and name in saved and saved[name] != value]
+        if changed:
+            raise ValueError(
+                f"checkpoint_path {checkpoint_path!r} was started with other schedule options "
+                f"({', '.join(changed)}); resume it with the options it was started with, or start a "
+                f"new run from its weights."
+            )
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])

@@ -225,3 +225,15 @@ def test_a_distributed_recipe_sets_up_trains_on_every_rank_exports_once_and_tear
     assert ranks[0]["exports"] == [0] and ranks[1]["exports"] == []
     exported = torch.load(tmp_path / "model.pt", weights_only=True)
     assert exported["weight"].flatten().tolist() == pytest.approx(ranks[0]["params"][:3])
+
+
+def test_a_checkpoint_resumes_only_under_the_schedule_it_was_started_with(tmp_path):
+    # Resumed with more steps, a finished run restored the old schedule's final rate (0) and
+    # then followed the tail of the new one: a silent mix of two schedules.
+    checkpoint = str(tmp_path / "run.ckpt")
+    _main(["--checkpoint", checkpoint, "--quiet"])
+    with pytest.raises(ValueError, match=r"checkpoint_path .*steps 6 -> 8"):
+        _main(["--checkpoint", checkpoint, "--steps", "8", "--quiet"])
+    with pytest.raises(ValueError, match=r"lr 0.05 -> 0.1"):
+        _main(["--checkpoint", checkpoint, "--lr", "0.1", "--quiet"])
+    assert _main(["--checkpoint", checkpoint, "--quiet"])["step"] == 6  # the same options still resume
