@@ -229,19 +229,7 @@ def chair(captions, objects, vocabulary, *, synonyms=None):
     n_mentions = n_hallucinated = n_bad_captions = 0
     n_truth = n_covered = n_distinct = 0
     n_words = 0
-    for i, (text, gt) in enumerate(zip(texts, truth)):
-        if isinstance(gt, (str, bytes)) or not np.iterable(gt):
-            raise TypeError(
-                f"objects[{i}] must be a set or list of object names, got {type(gt).__name__}: {gt!r}."
-            )
-        gt_names = set()
-        for name in gt:
-            if not isinstance(name, str):
-                raise TypeError(f"objects[{i}] holds {name!r}; object names must be str.")
-            canonical = matcher.name(name)
-            if canonical is None:
-                raise ValueError(f"objects[{i}] holds {name!r}, which is not a name of the vocabulary.")
-            gt_names.add(canonical)
+    for text, gt_names in zip(texts, _object_name_sets(truth, matcher)):
         found, length = matcher.mentions(text)
         n_words += length
         hallucinated = sum(name not in gt_names for name in found)
@@ -332,3 +320,21 @@ def make_chair_scorer(metric="chair_i", *, vocabulary, synonyms=None):
     vocabulary = _check_texts(vocabulary, "vocabulary")
     _Matcher(vocabulary, synonyms)  # validate now, not at the first call
     return _ChairScorer(metric.lower(), vocabulary, dict(synonyms) if synonyms is not None else None)
+
+
+def _object_name_sets(objects, matcher, name="objects"):
+    """Each image's ground-truth names as a set of canonical vocabulary names (CHAIR's and POPE's check)."""
+    sets = []
+    for i, gt in enumerate(objects):
+        if isinstance(gt, (str, bytes)) or not np.iterable(gt):
+            raise TypeError(f"{name}[{i}] must be a set or list of object names, got {type(gt).__name__}: {gt!r}.")
+        names = set()
+        for value in gt:
+            if not isinstance(value, str):
+                raise TypeError(f"{name}[{i}] holds {value!r}; object names must be str.")
+            canonical = matcher.name(value)
+            if canonical is None:
+                raise ValueError(f"{name}[{i}] holds {value!r}, which is not a name of the vocabulary.")
+            names.add(canonical)
+        sets.append(names)
+    return sets

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils import check_random_state
 
-from ._chair import _check_texts, _Matcher
+from ._chair import _check_texts, _Matcher, _object_name_sets
 
 __all__ = ["caption_answers", "pope_answers", "pope_questions", "pope_score"]
 
@@ -37,20 +37,7 @@ def _check_truth(objects, matcher, name="objects"):
     """``objects`` as a list of sets of canonical vocabulary names, one per image."""
     if isinstance(objects, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of sets or lists of names, one per image, not a str.")
-    truth = []
-    for i, gt in enumerate(objects):
-        if isinstance(gt, (str, bytes)) or not np.iterable(gt):
-            raise TypeError(f"{name}[{i}] must be a set or list of object names, got {type(gt).__name__}: {gt!r}.")
-        names = set()
-        for value in gt:
-            if not isinstance(value, str):
-                raise TypeError(f"{name}[{i}] holds {value!r}; object names must be str.")
-            canonical = matcher.name(value)
-            if canonical is None:
-                raise ValueError(f"{name}[{i}] holds {value!r}, which is not a name of the vocabulary.")
-            names.add(canonical)
-        truth.append(names)
-    return truth
+    return _object_name_sets(objects, matcher, name)
 
 
 def pope_questions(objects, vocabulary, *, sampling="random", n_questions=3, statistics=None,
