@@ -18,8 +18,9 @@ every test cloud has a rotation, a cut and holes no training cloud had.
 The best epoch is chosen on a validation split of the training clouds,
 never on the test clouds. Printed: accuracy mean and standard deviation
 over seeds, the trainable share of the parameters, and each method's
-accuracy minus full fine-tuning's. ``--random-backbone`` adds GAPrompt and
-full fine-tuning on a backbone with random weights (does pretraining help?).
+accuracy minus full fine-tuning's. ``--random-backbone`` adds every method
+of ``--methods`` on a backbone with random weights, drawn under the run's
+seed (what pretraining gives each fine-tuning method).
 
 ``--head-hidden``, ``--adapter-dim`` and ``--shift-net-width`` set the new
 modules' widths (default: the estimator's, which follow the backbone's
@@ -222,7 +223,7 @@ def main(argv=None):
     rows = []
     runs = [(m, args.pretrained) for m in args.methods]
     if args.random_backbone:
-        runs += [(m, None) for m in ("gaprompt", "full") if m in args.methods]
+        runs += [(m, None) for m in args.methods]
     for seed in args.seeds:
         data = _data(args, seed, n_classes)
         for method, pretrained in runs:
