@@ -1,28 +1,13 @@
 """The contexture benchmarks run and print what doc/performance.rst records."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+from _benchmarks import load_benchmark
 
 
 def test_tau_benchmark_prints_the_correlations(capsys):
-    bench = _load("bench_contexture_tau")
+    bench = load_benchmark("bench_contexture_tau")
     bench.main(["--datasets", "iris", "wine", "--settings", "3", "--n-masks", "2", "--threads", "1"])
     out = capsys.readouterr().out
     assert "iris" in out and "wine" in out and "median Pearson" in out and "paper, 28 OpenML datasets" in out
@@ -31,7 +16,7 @@ def test_tau_benchmark_prints_the_correlations(capsys):
 
 
 def test_distance_correlation_is_one_for_a_linear_relation_and_zero_for_independence():
-    bench = _load("bench_contexture_tau")
+    bench = load_benchmark("bench_contexture_tau")
     a = np.arange(20.0)
     assert bench.distance_correlation(a, 3 * a + 1) == pytest.approx(1.0)
     rng = np.random.default_rng(0)
@@ -40,7 +25,7 @@ def test_distance_correlation_is_one_for_a_linear_relation_and_zero_for_independ
 
 @pytest.mark.parametrize("name", ["contexture-knn", "spectral", "contexture-rbf", "kernel-pca"])
 def test_spectrum_benchmark_contenders_fit_and_report(name, capsys):
-    bench = _load("bench_contexture_spectrum")
+    bench = load_benchmark("bench_contexture_spectrum")
     bench.fit_one(name, 1100, threads=1)
     out = capsys.readouterr().out
     assert '"fit_s"' in out and '"peak_mb"' in out and '"accuracy"' in out
@@ -48,7 +33,7 @@ def test_spectrum_benchmark_contenders_fit_and_report(name, capsys):
 
 
 def test_speed_benchmark_prints_fit_and_transform_against_spectral_embedding(capsys):
-    bench = _load("bench_contexture_speed")
+    bench = load_benchmark("bench_contexture_speed")
     ratios = bench.main(["--sizes", "400", "--repeats", "1"])
     out = capsys.readouterr().out
     for name in ("contexture", "spectral", "kernel-pca", "fit / spectral", "transform s", "1.5x target"):
@@ -57,7 +42,7 @@ def test_speed_benchmark_prints_fit_and_transform_against_spectral_embedding(cap
 
 
 def test_tau_benchmark_loads_the_pima_diabetes_and_names_the_regression_set_apart():
-    bench = _load("bench_contexture_tau")
+    bench = load_benchmark("bench_contexture_tau")
     assert "diabetes" not in bench.DATASETS and {"sklearn_diabetes", "pima"} <= set(bench.DATASETS)
     X, y, classification = bench.load("sklearn_diabetes", 2000, np.random.default_rng(0))
     assert X.shape == (442, 10) and not classification

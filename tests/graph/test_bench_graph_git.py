@@ -1,8 +1,6 @@
 """bench_graph_git.py's in-context protocol: GIT scored by its own rule, runs in parts that survive a kill."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,19 +9,12 @@ import pytest
 from skicml.datasets import make_graph_domains
 from skicml.graph import GITClassifier
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from _benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_graph_git", BENCHMARKS / "bench_graph_git.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark("bench_graph_git")
 
 
 def test_nearest_centroid_compares_by_cosine_to_the_prototype_not_by_dot_product(bench):

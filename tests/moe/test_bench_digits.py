@@ -1,10 +1,8 @@
 """Smoke tests of ``benchmarks/bench_moe_digits.py``: the quick run, its saved results, and the curve hook."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -12,14 +10,13 @@ from sklearn.datasets import load_digits
 
 from skicml.moe import RaceDiTGenerator
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_moe_digits.py"
+from _benchmarks import BENCHMARKS, load_benchmark
+
+SCRIPT = BENCHMARKS / "bench_moe_digits.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_moe_digits", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_moe_digits")
 
 
 def test_quick_mode_prints_the_tables_and_saves_what_load_reports(tmp_path):

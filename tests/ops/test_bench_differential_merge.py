@@ -7,7 +7,7 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from ._benchmarks import BENCHMARKS, load_benchmark, run_children_in_process
+from _benchmarks import BENCHMARKS, load_benchmark, run_children_in_process
 
 SCRIPT = BENCHMARKS / "bench_ops_differential_merge.py"
 

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from ._benchmarks import BENCHMARKS
+from _benchmarks import BENCHMARKS
 
 SCRIPT = BENCHMARKS / "bench_ops_point_cloud.py"
 

@@ -17,7 +17,7 @@ import time
 import pytest
 import torch
 
-from ._benchmarks import BENCHMARKS, load_benchmark
+from _benchmarks import BENCHMARKS, load_benchmark
 
 pytest.importorskip("triton")
 

@@ -1,4 +1,4 @@
-"""What the smoke tests of the op benchmarks share: loading a script, running its children in process."""
+"""What the benchmarks' tests share: loading a script as it runs, running its children in process."""
 
 import importlib.util
 import io
@@ -7,7 +7,7 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load_benchmark(name):
