@@ -78,8 +78,6 @@ def build_parser():
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--export-now", action="store_true",
-                        help="export the --checkpoint's network as it is, without training on")
     return add_run_options(parser, "Race-DiT")
 
 

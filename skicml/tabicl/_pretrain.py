@@ -176,8 +176,6 @@ def add_recipe_options(parser, checkpoint, steps=12000, batch_size=16, lr=2e-3, 
     parser.add_argument("--init-from", default=None,
                         help="start from these weights (a shipped weights file or a checkpoint) with a fresh "
                              "schedule; ignored when --checkpoint already exists")
-    parser.add_argument("--export-now", action="store_true",
-                        help="export the checkpoint as it is, without training to --steps")
     return parser
 
 

@@ -55,8 +55,10 @@ def add_run_options(parser, what="model"):
 
     ``--checkpoint`` (the resumable training state, a file), ``--max-minutes``
     (stop early; a later call with the same checkpoint resumes), ``--export``
-    (where to write the shippable file), ``--threads`` (torch's intra-op
-    threads) and ``--quiet``.
+    (where to write the shippable file), ``--export-now`` (export the
+    checkpoint as it is, mid-run, without training on; its provenance gives
+    the steps done and planned), ``--threads`` (torch's intra-op threads)
+    and ``--quiet``.
 
     Parameters
     ----------
@@ -74,12 +76,14 @@ def add_run_options(parser, what="model"):
     >>> import argparse
     >>> from skicml.utils.pretraining import add_run_options
     >>> args = add_run_options(argparse.ArgumentParser()).parse_args(["--max-minutes", "5"])
-    >>> args.max_minutes, args.checkpoint, args.quiet
-    (5.0, None, False)
+    >>> args.max_minutes, args.checkpoint, args.export_now, args.quiet
+    (5.0, None, False, False)
     """
     parser.add_argument("--checkpoint", default=None, help="resumable training state (a file)")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop early; a later call resumes")
     parser.add_argument("--export", default=None, help=f"write the shippable {what} file here")
+    parser.add_argument("--export-now", action="store_true",
+                        help="export the --checkpoint as it is, without training on to --steps")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--quiet", action="store_true")
     return parser
@@ -315,6 +319,9 @@ def _warm_start(run, warm_start):
 
 def _restore(run):
     """``--export-now``: the checkpoint's model and history as they are, without training."""
+    if not run.args.checkpoint or not os.path.exists(run.args.checkpoint):
+        raise ValueError(f"--export-now exports the --checkpoint as it is, but --checkpoint is "
+                         f"{run.args.checkpoint!r}, which names no file.")
     state = torch.load(run.args.checkpoint, map_location="cpu", weights_only=True)
     run.model.load_state_dict(state["model"])
     run.model.eval()

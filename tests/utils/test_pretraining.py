@@ -48,7 +48,6 @@ def _parser():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-every", type=int, default=0)
     parser.add_argument("--init-from", default=None)
-    parser.add_argument("--export-now", action="store_true")
     return add_run_options(parser)
 
 
@@ -151,6 +150,16 @@ def test_export_now_exports_the_checkpoint_as_it_is(tmp_path):
     assert history["step"] == 1 and calls == ["build_model", "finish", "export"]
     torch.testing.assert_close(_weights(tmp_path / "now.pt")["0.weight"], load_model_state(checkpoint)["0.weight"])
     assert torch.load(tmp_path / "now.pt", weights_only=True)["provenance"]["steps"] == 1
+
+
+@pytest.mark.parametrize("checkpoint", [None, "missing.ckpt"])
+def test_export_now_without_a_checkpoint_names_the_option(tmp_path, checkpoint):
+    argv = ["--export-now", "--export", str(tmp_path / "now.pt"), "--quiet"]
+    if checkpoint is not None:
+        argv += ["--checkpoint", str(tmp_path / checkpoint)]
+    with pytest.raises(ValueError, match="--export-now exports the --checkpoint"):
+        _main(argv)
+    assert not (tmp_path / "now.pt").exists()
 
 
 def test_provenance_names_its_standard_keys():
