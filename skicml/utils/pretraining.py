@@ -56,9 +56,9 @@ def add_run_options(parser, what="model"):
     ``--checkpoint`` (the resumable training state, a file), ``--max-minutes``
     (stop early; a later call with the same checkpoint resumes), ``--export``
     (where to write the shippable file), ``--export-now`` (export the
-    checkpoint as it is, mid-run, without training on; its provenance gives
-    the steps done and planned), ``--threads`` (torch's intra-op threads)
-    and ``--quiet``.
+    checkpoint as it is, mid-run, without training on; the provenance's
+    ``steps`` are the steps it made), ``--threads`` (torch's intra-op
+    threads) and ``--quiet``.
 
     Parameters
     ----------
@@ -317,11 +317,15 @@ def _warm_start(run, warm_start):
         warm_start(run.model, state)
 
 
+def _check_export_now(args):
+    """``--export-now`` needs a ``--checkpoint`` file: said before the model and its data are built."""
+    if not args.checkpoint or not os.path.exists(args.checkpoint):
+        raise ValueError(f"--export-now exports the --checkpoint as it is, but --checkpoint is "
+                         f"{args.checkpoint!r}, which names no file.")
+
+
 def _restore(run):
     """``--export-now``: the checkpoint's model and history as they are, without training."""
-    if not run.args.checkpoint or not os.path.exists(run.args.checkpoint):
-        raise ValueError(f"--export-now exports the --checkpoint as it is, but --checkpoint is "
-                         f"{run.args.checkpoint!r}, which names no file.")
     state = torch.load(run.args.checkpoint, map_location="cpu", weights_only=True)
     run.model.load_state_dict(state["model"])
     run.model.eval()
@@ -465,20 +469,23 @@ def run_recipe(args, argv, recipe_name, *, build_model, make_source, loss, evalu
     >>> provenance["recipe"], provenance["steps"]
     ('skicml pretrain toy --checkpoint run.ckpt --export toy.pt --quiet', 20)
     """
+    export_now = getattr(args, "export_now", False)
+    if export_now:
+        _check_export_now(args)
     set_threads(args)
     run = RecipeRun(args, recipe_name, argv)
     _start(run, distributed, device)
     try:
         run.model = _build(run, build_model)
         source = make_source(run)
-        if getattr(args, "export_now", False):
+        if export_now:
             run.history = _restore(run)
         else:
             _warm_start(run, warm_start)
             run.history = _train(run, source, loss, evaluate, schedule)
             if run.is_main:
                 _report(run, describe)
-        if run.is_main and (run.finished or getattr(args, "export_now", False)):
+        if run.is_main and (run.finished or export_now):
             _conclude(run, finish, export)
     finally:
         _stop(run)
