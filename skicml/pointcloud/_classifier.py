@@ -392,8 +392,9 @@ class GAPromptClassifier(LogitsClassifierMixin, TransformerMixin, TorchEstimator
         self.classes_ = encoder.classes_
         targets = torch.as_tensor(encoder.transform(y).astype(np.int64))
         seed = self._seed()
-        backbone, self.provenance_ = resolve_backbone(self.pretrained, num_group=self.n_groups,
-                                                      group_size=self.group_size)
+        with seeded(seed):  # pretrained=None draws random weights: from the seed, not torch's global state
+            backbone, self.provenance_ = resolve_backbone(self.pretrained, num_group=self.n_groups,
+                                                          group_size=self.group_size)
         with seeded(seed):
             network = GAPromptNetwork(
                 backbone, len(self.classes_), peft=self.peft, shift_net=self.shift_net,

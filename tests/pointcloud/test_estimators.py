@@ -78,6 +78,15 @@ def test_same_random_state_same_predictions(data, fitted):
     np.testing.assert_array_equal(again.predict_proba(data.points), fitted.predict_proba(data.points))
 
 
+def test_random_weights_are_drawn_from_random_state_not_torch_global_state(data):
+    probas = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        model = _classifier(pretrained=None, peft="linear", max_epochs=1).fit(data.points, data.target)
+        probas.append(model.predict_proba(data.points))
+    np.testing.assert_array_equal(probas[0], probas[1])
+
+
 def test_predictions_ignore_translation_scale_and_point_order(data, fitted):
     x = data.points[:6]
     expected = fitted.predict_proba(x)
